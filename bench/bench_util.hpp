@@ -1,0 +1,102 @@
+// bench_util.hpp -- header-only helpers shared by the CAF peer and the Courier
+// side of courier-bench.
+//
+//  * median_of(runs, f)      -- median of `runs` calls of a double-returning f
+//  * machine_description()   -- "CPU model | N cores | kernel" one-liner
+//  * allocation counters     -- declared here, DEFINED in bench/bench_alloc.cpp,
+//                               which replaces the global operator new/delete.
+//                               Link bench_alloc.cpp into exactly one binary
+//                               (it must not go into a shared library).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#if defined(__unix__) || defined(__APPLE__)
+#  include <sys/utsname.h>
+#  include <unistd.h>
+#endif
+
+namespace courier_bench {
+
+/// Runs f() `runs` times (at least once) and returns the median of the results.
+/// For an even count the mean of the two middle values is returned.
+template <class F>
+double median_of(int runs, F f) {
+  if (runs < 1)
+    runs = 1;
+  std::vector<double> xs;
+  xs.reserve(static_cast<std::size_t>(runs));
+  for (int i = 0; i < runs; ++i)
+    xs.push_back(static_cast<double>(f()));
+  std::sort(xs.begin(), xs.end());
+  auto mid = xs.size() / 2;
+  if (xs.size() % 2 == 1)
+    return xs[mid];
+  return (xs[mid - 1] + xs[mid]) / 2.0;
+}
+
+/// One-line description of the machine, e.g.
+/// "Intel(R) Xeon(R) CPU @ 2.20GHz | 2 cores | Linux 6.1.0-18-amd64 x86_64".
+inline std::string machine_description() {
+  std::string cpu = "unknown CPU";
+  {
+    std::ifstream in{"/proc/cpuinfo"};
+    std::string line;
+    while (std::getline(in, line)) {
+      // x86: "model name"; some ARM kernels: "Processor" / "Hardware".
+      if (line.rfind("model name", 0) == 0 || line.rfind("Processor", 0) == 0
+          || line.rfind("Hardware", 0) == 0) {
+        auto colon = line.find(':');
+        if (colon != std::string::npos) {
+          auto first = line.find_first_not_of(" \t", colon + 1);
+          if (first != std::string::npos) {
+            cpu = line.substr(first);
+            break;
+          }
+        }
+      }
+    }
+  }
+  long cores = 0;
+#if defined(_SC_NPROCESSORS_ONLN)
+  cores = ::sysconf(_SC_NPROCESSORS_ONLN);
+#endif
+  if (cores <= 0)
+    cores = static_cast<long>(std::thread::hardware_concurrency());
+  std::string kernel = "unknown kernel";
+#if defined(__unix__) || defined(__APPLE__)
+  struct utsname u;
+  if (::uname(&u) == 0)
+    kernel = std::string{u.sysname} + " " + u.release + " " + u.machine;
+#endif
+  return cpu + " | " + std::to_string(cores) + " cores | " + kernel;
+}
+
+// -- allocation counters (defined in bench/bench_alloc.cpp) -------------------
+//
+// Every global operator new / new[] (plain, nothrow, aligned) is counted.
+// Sizes are the allocator's *usable* size (malloc_usable_size), on both the
+// allocation and the deallocation side, so live_bytes() is exact with respect
+// to what operator new handed out (slightly above the requested sizes).
+// All counters are process-wide relaxed atomics: cheap, thread-safe, and
+// approximate only in the sense that concurrent readers may see a slightly
+// stale value. Direct malloc() calls are NOT counted.
+
+/// Number of operator new calls since process start.
+std::uint64_t allocation_count();
+
+/// Bytes currently allocated through operator new and not yet deleted.
+std::uint64_t live_bytes();
+
+/// Highest live_bytes() value seen since process start or the last reset_peak().
+std::uint64_t peak_live_bytes();
+
+/// Sets peak_live_bytes() to the current live_bytes().
+void reset_peak();
+
+} // namespace courier_bench
