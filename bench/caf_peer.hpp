@@ -45,8 +45,9 @@ result w3_fan_in(std::size_t per_sender, std::size_t senders = 4);
 /// ops = actors/s. bytes_per_actor = (peak live heap bytes during the run -
 /// live bytes before it) / n, measured with the counting global operator new
 /// from bench_alloc.cpp (courier_bench::peak_live_bytes; malloc usable sizes).
-/// Requires bench_alloc.cpp to be linked, otherwise bytes_per_actor is 0 ...
-/// (it is always linked in courier-bench and caf-peer-bench).
+/// Requires bench/bench_alloc.cpp in the same executable (it defines the
+/// counters; without it the link fails). The timeout only covers the wait
+/// after all actors are spawned and messaged.
 result w4_spawn(std::size_t n);
 
 /// W5: `actors` actors in a ring pass one token for `hops` hops
