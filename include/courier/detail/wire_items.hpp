@@ -1,0 +1,70 @@
+#pragma once
+
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "courier/detail/wire_error.hpp"
+
+// Which C++ scalar types map to which item tag; shared by the encoder, the reader and the message codec.
+namespace courier::wire::detail {
+
+template <class T>
+inline constexpr bool is_char_v =
+    std::is_same_v<T, char> || std::is_same_v<T, wchar_t> || std::is_same_v<T, char8_t> ||
+    std::is_same_v<T, char16_t> || std::is_same_v<T, char32_t>;
+
+/// A type that is one fixed-size item: bool, the exact-width integers, float, double. Character types are
+/// left out on purpose: whether a `char` is a number or a letter is the caller's call, not ours.
+template <class T>
+concept scalar = std::is_same_v<T, bool> || std::is_same_v<T, float> || std::is_same_v<T, double> ||
+                 (std::is_integral_v<T> && !is_char_v<T> && sizeof(T) <= 8);
+
+template <scalar T>
+consteval item_type tag_of() {
+  if constexpr (std::is_same_v<T, bool>) {
+    return item_type::boolean;
+  } else if constexpr (std::is_same_v<T, float>) {
+    static_assert(sizeof(float) == 4);
+    return item_type::float32;
+  } else if constexpr (std::is_same_v<T, double>) {
+    static_assert(sizeof(double) == 8);
+    return item_type::float64;
+  } else if constexpr (std::is_signed_v<T>) {
+    return sizeof(T) == 1 ? item_type::int8
+         : sizeof(T) == 2 ? item_type::int16
+         : sizeof(T) == 4 ? item_type::int32
+                          : item_type::int64;
+  } else {
+    return sizeof(T) == 1 ? item_type::uint8
+         : sizeof(T) == 2 ? item_type::uint16
+         : sizeof(T) == 4 ? item_type::uint32
+                          : item_type::uint64;
+  }
+}
+
+/// Bytes after the tag for a fixed-size item, 0 for the others (string, binary, list, list_end).
+constexpr std::size_t fixed_size(item_type t) noexcept {
+  switch (t) {
+    case item_type::boolean:
+    case item_type::int8:
+    case item_type::uint8: return 1;
+    case item_type::int16:
+    case item_type::uint16: return 2;
+    case item_type::int32:
+    case item_type::uint32:
+    case item_type::float32: return 4;
+    case item_type::int64:
+    case item_type::uint64:
+    case item_type::float64: return 8;
+    default: return 0;
+  }
+}
+
+constexpr bool is_known_tag(std::uint8_t b) noexcept { return b >= 0x01 && b <= 0x0f; }
+
+/// Strict UTF-8 (RFC 3629): no overlong forms, no surrogates, nothing above U+10FFFF.
+[[nodiscard]] bool is_valid_utf8(const char* s, std::size_t n) noexcept;
+
+}  // namespace courier::wire::detail

@@ -1,0 +1,176 @@
+#pragma once
+
+#include <array>
+#include <concepts>
+#include <cstddef>
+#include <span>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include "courier/detail/wire_decoder.hpp"
+#include "courier/detail/wire_encoder.hpp"
+#include "courier/token.hpp"
+
+// Typed messages: a struct with `static constexpr courier::token token` and `fields()` returning a tuple
+// of references crosses the wire with no code of its own. Field types map to items as follows:
+//   bool, intN_t, uintN_t (any integer type but the character types), float, double -> that scalar item
+//   enums                                       -> their underlying integer
+//   std::string, std::string_view               -> string (a decoded string_view views the frame)
+//   std::vector<std::byte>, std::span<const std::byte> -> binary (a decoded span views the frame)
+//   std::vector<T>, std::array<T, N>            -> list of T
+//   a struct with fields() (token not needed)   -> list of its fields
+namespace courier::wire {
+
+/// A struct whose fields() can be walked, mutable and const.
+template <class T>
+concept has_fields = requires(T& t, const T& ct) {
+  t.fields();
+  ct.fields();
+};
+
+/// A message that may cross the wire.
+template <class M>
+concept message = has_fields<M> && requires {
+  { M::token } -> std::convertible_to<courier::token>;
+};
+
+/// How a message frame is addressed.
+struct route {
+  wire::kind kind = kind::send;
+  std::uint64_t transaction_id = 0;
+  std::uint64_t context_id = 0;
+};
+
+namespace detail {
+
+template <class T>
+struct is_vector : std::false_type {};
+template <class T, class A>
+struct is_vector<std::vector<T, A>> : std::true_type {};
+template <class T>
+struct is_array : std::false_type {};
+template <class T, std::size_t N>
+struct is_array<std::array<T, N>> : std::true_type {};
+
+template <class T>
+inline constexpr bool always_false = false;
+
+template <class T>
+void write_value(frame_writer& w, const T& v) {
+  if constexpr (std::is_enum_v<T>) {
+    w.add(static_cast<std::underlying_type_t<T>>(v));
+  } else if constexpr (scalar<T>) {
+    w.add(v);
+  } else if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, std::string_view>) {
+    w.add(std::string_view(v));
+  } else if constexpr (std::is_same_v<T, std::vector<std::byte>> || std::is_same_v<T, std::span<const std::byte>>) {
+    w.add_binary(std::span<const std::byte>(v));
+  } else if constexpr (is_vector<T>::value || is_array<T>::value) {
+    w.begin_list();
+    for (const auto& e : v) write_value(w, e);
+    w.end_list();
+  } else if constexpr (has_fields<T>) {
+    w.begin_list();
+    std::apply([&w](const auto&... f) { (write_value(w, f), ...); }, v.fields());
+    w.end_list();
+  } else {
+    static_assert(always_false<T>, "courier::wire: this field type has no wire mapping (see wire_message.hpp)");
+  }
+}
+
+template <class Tuple>
+result<void> read_fields(reader& r, Tuple&& fields);
+
+template <class T>
+result<void> read_value(reader& r, T& v) {
+  if constexpr (std::is_enum_v<T>) {
+    auto x = r.read<std::underlying_type_t<T>>();
+    if (!x) return x.err();
+    v = static_cast<T>(*x);
+  } else if constexpr (scalar<T>) {
+    auto x = r.read<T>();
+    if (!x) return x.err();
+    v = *x;
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    // Assigning into the existing string reuses its capacity: no allocation once it is large enough.
+    auto x = r.read<std::string_view>();
+    if (!x) return x.err();
+    v.assign(x->data(), x->size());
+  } else if constexpr (std::is_same_v<T, std::string_view> || std::is_same_v<T, std::span<const std::byte>>) {
+    auto x = r.read<T>();
+    if (!x) return x.err();
+    v = *x;
+  } else if constexpr (std::is_same_v<T, std::vector<std::byte>>) {
+    auto x = r.read<std::span<const std::byte>>();
+    if (!x) return x.err();
+    v.assign(x->begin(), x->end());
+  } else if constexpr (is_vector<T>::value) {
+    if (auto ok = r.begin_list(); !ok) return ok;
+    // Grown one element at a time, never reserved from the wire: the frame size bounds the total.
+    std::size_t n = 0;
+    while (r.has_more()) {
+      if (n == v.size()) v.emplace_back();
+      if (auto ok = read_value(r, v[n]); !ok) return ok;
+      ++n;
+    }
+    v.resize(n);
+    return r.end_list();
+  } else if constexpr (is_array<T>::value) {
+    if (auto ok = r.begin_list(); !ok) return ok;
+    for (auto& e : v) {
+      if (auto ok = read_value(r, e); !ok) return ok;
+    }
+    return r.end_list();
+  } else if constexpr (has_fields<T>) {
+    if (auto ok = r.begin_list(); !ok) return ok;
+    if (auto ok = read_fields(r, v.fields()); !ok) return ok;
+    return r.end_list();
+  } else {
+    static_assert(always_false<T>, "courier::wire: this field type has no wire mapping (see wire_message.hpp)");
+  }
+  return {};
+}
+
+template <class Tuple>
+result<void> read_fields(reader& r, Tuple&& fields) {
+  result<void> out;
+  std::apply([&](auto&... f) { (void)((out = read_value(r, f), out.has_value()) && ...); }, fields);
+  return out;
+}
+
+}  // namespace detail
+
+/// Appends the frame of one message: its token, then its fields as items.
+template <message M>
+[[nodiscard]] result<std::size_t> encode(out_buffer& out, const M& msg, const route& rt = {},
+                                         const limits& lim = limits{}) {
+  frame_writer w(out, frame_header{protocol_version, rt.kind, 0, 0, courier::token(M::token), rt.transaction_id,
+                                   rt.context_id},
+                 lim);
+  std::apply([&w](const auto&... f) { (detail::write_value(w, f), ...); }, msg.fields());
+  return w.finish();
+}
+
+/// Decodes a message from the body of `frame` into `msg`, reusing the capacity of its strings and vectors.
+/// The frame's token must be M's, and every item must be consumed.
+template <message M>
+[[nodiscard]] result<void> decode(const frame_view& frame, M& msg) {
+  if (frame.token() != courier::token(M::token)) return errc::token_mismatch;
+  reader r = frame.items();
+  if (auto ok = detail::read_fields(r, msg.fields()); !ok) return ok;
+  if (r.peek() != item_type::none) return error{errc::trailing_items, item_type::none, r.peek(), r.offset()};
+  return {};
+}
+
+/// Decodes a message from the body of `frame` into a fresh M (which must be default-constructible).
+template <message M>
+[[nodiscard]] result<M> decode(const frame_view& frame) {
+  M msg{};
+  if (auto ok = decode(frame, msg); !ok) return ok.err();
+  return msg;
+}
+
+}  // namespace courier::wire

@@ -1,0 +1,24 @@
+#pragma once
+
+#include <iosfwd>
+#include <span>
+#include <string>
+
+#include "courier/detail/wire_decoder.hpp"
+
+// The generic frame printer: any frame to text, without knowing its message type. The text form is
+// documented in tests/vectors/README.md, where it is the "meaning" half of every golden vector.
+namespace courier::wire {
+
+/// Writes `frame` as text: a header line, then one line per item, lists indented by two spaces.
+/// Thread-safety: a free function; safe on distinct streams.
+void print(std::ostream& os, const frame_view& frame);
+
+/// print() into a string.
+[[nodiscard]] std::string to_text(const frame_view& frame);
+
+/// Decodes every frame in `bytes` and prints them one after the other; where decoding fails, prints
+/// "error <name> offset=<n>" and stops. For debugging tools and tests, not for the hot path.
+[[nodiscard]] std::string to_text(std::span<const std::byte> bytes, const limits& lim = limits{});
+
+}  // namespace courier::wire
