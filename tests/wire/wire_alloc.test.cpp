@@ -1,0 +1,98 @@
+#include "courier/wire.hpp"
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+// Zero allocations per frame in steady state, for encode and for decode, counted by replacing the global
+// operator new of this test executable.
+namespace {
+std::atomic<long> allocations{0};
+}
+
+void* operator new(std::size_t n) {
+  allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  allocations.fetch_add(1, std::memory_order_relaxed);
+  return std::malloc(n == 0 ? 1 : n);
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace w = courier::wire;
+using courier::token;
+
+namespace {
+
+struct call5 {
+  static constexpr courier::token token{"ADD_"};
+  std::int32_t a = 0, b = 0, c = 0, d = 0, e = 0;
+  std::string note;
+  auto fields() { return std::tie(a, b, c, d, e, note); }
+  auto fields() const { return std::tie(a, b, c, d, e, note); }
+};
+
+void encode_batch(w::out_buffer& buf, int frames) {
+  // Built once: the message's own string is the caller's allocation, not the codec's.
+  static call5 msg{0, 1, 2, 3, 4, "a note that does not fit in SSO storage"};
+  buf.clear();
+  for (int i = 0; i < frames; ++i) {
+    w::frame_writer wr(buf, w::frame_header{1, w::kind::call, 0, 0, token{"ADD_"}, static_cast<std::uint64_t>(i), 0});
+    wr.add(i).add(i + 1).add(i + 2).add(i + 3).add(i + 4);
+    REQUIRE(wr.finish().has_value());
+    msg.a = i;
+    REQUIRE(w::encode(buf, msg).has_value());
+  }
+}
+
+}  // namespace
+
+TEST_CASE("alloc: encoding into a warm out_buffer allocates nothing") {
+  w::out_buffer buf;
+  encode_batch(buf, 1000);  // warm-up: the buffer grows to its working size
+  const long before = allocations.load();
+  for (int round = 0; round < 10; ++round) encode_batch(buf, 1000);
+  CHECK(allocations.load() - before == 0);
+}
+
+TEST_CASE("alloc: decoding, whole or split across chunks, allocates nothing once warm") {
+  w::out_buffer buf;
+  encode_batch(buf, 1000);
+  const auto all = buf.view();
+  w::decoder d;
+  call5 msg;
+  std::int64_t sum = 0;
+  auto run = [&](std::size_t chunk) {
+    for (std::size_t at = 0; at < all.size(); at += chunk) {
+      d.feed(all.subspan(at, std::min(chunk, all.size() - at)));
+      for (;;) {
+        auto f = d.next();
+        if (!f) {
+          REQUIRE(f.code() == w::errc::need_more);
+          break;
+        }
+        if (f->body().size() < 40) {
+          auto r = f->items();
+          for (int i = 0; i < 5; ++i) sum += r.read<std::int32_t>().value();
+        } else {
+          REQUIRE(w::decode(*f, msg).has_value());
+          sum += msg.a;
+        }
+      }
+    }
+  };
+  run(all.size());
+  run(1000);  // warm-up of the decoder's own buffer for split frames
+  const long before = allocations.load();
+  run(all.size());
+  run(1000);
+  run(7);
+  CHECK(allocations.load() - before == 0);
+  CHECK(sum != 0);
+}

@@ -1,0 +1,161 @@
+#include "courier/wire.hpp"
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+namespace w = courier::wire;
+using courier::token;
+
+namespace {
+
+enum class color : std::uint8_t { red = 1, green = 2 };
+
+struct point {
+  double x = 0;
+  double y = 0;
+  auto fields() { return std::tie(x, y); }
+  auto fields() const { return std::tie(x, y); }
+  friend bool operator==(const point&, const point&) = default;
+};
+
+struct everything {
+  static constexpr courier::token token{"EVRY"};
+  bool flag = false;
+  std::int8_t i8 = 0;
+  std::int16_t i16 = 0;
+  std::int32_t i32 = 0;
+  std::int64_t i64 = 0;
+  long long ll = 0;
+  std::uint8_t u8 = 0;
+  std::uint16_t u16 = 0;
+  std::uint32_t u32 = 0;
+  std::uint64_t u64 = 0;
+  float f = 0;
+  double d = 0;
+  std::string name;
+  std::vector<std::byte> blob;
+  std::vector<std::int32_t> numbers;
+  std::vector<std::vector<std::string>> nested;
+  std::array<std::uint16_t, 3> triple{};
+  point where;
+  std::vector<point> path;
+  color c = color::red;
+
+  auto fields() { return std::tie(flag, i8, i16, i32, i64, ll, u8, u16, u32, u64, f, d, name, blob, numbers, nested, triple, where, path, c); }
+  auto fields() const { return std::tie(flag, i8, i16, i32, i64, ll, u8, u16, u32, u64, f, d, name, blob, numbers, nested, triple, where, path, c); }
+  friend bool operator==(const everything&, const everything&) = default;
+};
+
+struct add {
+  static constexpr courier::token token{"ADD_"};
+  std::int32_t a = 0;
+  std::int32_t b = 0;
+  auto fields() { return std::tie(a, b); }
+  auto fields() const { return std::tie(a, b); }
+};
+
+struct greet {
+  static constexpr courier::token token{"GRET"};
+  std::string_view who;
+  std::span<const std::byte> payload;
+  auto fields() { return std::tie(who, payload); }
+  auto fields() const { return std::tie(who, payload); }
+};
+
+static_assert(w::message<add>);
+static_assert(w::message<everything>);
+static_assert(!w::message<point>);  // no token: a field type, not a message
+
+}  // namespace
+
+TEST_CASE("message: a struct with token and fields() round-trips with no code of its own") {
+  everything m;
+  m.flag = true;
+  m.i8 = -128;
+  m.i16 = 32767;
+  m.i32 = -5;
+  m.i64 = INT64_MIN;
+  m.ll = 77;
+  m.u8 = 255;
+  m.u16 = 65535;
+  m.u32 = 4000000000u;
+  m.u64 = UINT64_MAX;
+  m.f = 1.25f;
+  m.d = -2.5e300;
+  m.name = "n\xc3\xa4me";
+  m.blob = {std::byte{0}, std::byte{0xff}};
+  m.numbers = {1, 2, 3};
+  m.nested = {{"a", "b"}, {}, {"c"}};
+  m.triple = {7, 8, 9};
+  m.where = {1.5, -1.5};
+  m.path = {{0, 0}, {3, 4}};
+  m.c = color::green;
+
+  w::out_buffer buf;
+  auto size = w::encode(buf, m, {w::kind::call, 11, 2});
+  REQUIRE(size.has_value());
+  auto f = w::decode_frame(buf.view());
+  REQUIRE(f.has_value());
+  CHECK(f->token() == token{"EVRY"});
+  CHECK(f->kind() == w::kind::call);
+  CHECK(f->transaction_id() == 11);
+  CHECK(f->context_id() == 2);
+  auto back = w::decode<everything>(*f);
+  REQUIRE(back.has_value());
+  CHECK(*back == m);
+
+  // Field types map to the documented item tags.
+  auto r = f->items();
+  CHECK(r.peek() == w::item_type::boolean);
+  for (int i = 0; i < 5; ++i) REQUIRE(r.skip().has_value());
+  CHECK(r.peek() == w::item_type::int64);  // long long, by size
+}
+
+TEST_CASE("message: string_view and span fields decode as views into the frame") {
+  const std::byte raw[] = {std::byte{1}, std::byte{2}};
+  w::out_buffer buf;
+  REQUIRE(w::encode(buf, greet{"world", raw}).has_value());
+  auto f = w::decode_frame(buf.view());
+  auto g = w::decode<greet>(*f);
+  REQUIRE(g.has_value());
+  CHECK(g->who == "world");
+  CHECK(g->who.data() > reinterpret_cast<const char*>(buf.data()));
+  REQUIRE(g->payload.size() == 2);
+  CHECK(g->payload[1] == std::byte{2});
+}
+
+TEST_CASE("message: decoding into an existing message reuses it") {
+  w::out_buffer buf;
+  REQUIRE(w::encode(buf, add{3, 4}).has_value());
+  add m;
+  REQUIRE(w::decode(*w::decode_frame(buf.view()), m).has_value());
+  CHECK(m.a == 3);
+  CHECK(m.b == 4);
+}
+
+namespace {
+struct arr {
+  static constexpr courier::token token{"ARR_"};
+  std::array<std::int32_t, 3> v{};
+  auto fields() { return std::tie(v); }
+  auto fields() const { return std::tie(v); }
+};
+struct vec {
+  static constexpr courier::token token{"ARR_"};
+  std::vector<std::int32_t> v;
+  auto fields() { return std::tie(v); }
+  auto fields() const { return std::tie(v); }
+};
+}  // namespace
+
+TEST_CASE("message: a list shorter than a std::array is a mismatch, not a partial fill") {
+  w::out_buffer buf;
+  REQUIRE(w::encode(buf, vec{{1, 2}}).has_value());
+  CHECK(w::decode<arr>(*w::decode_frame(buf.view())).code() == w::errc::no_more_items);
+  buf.clear();
+  REQUIRE(w::encode(buf, vec{{1, 2, 3, 4}}).has_value());
+  CHECK(w::decode<arr>(*w::decode_frame(buf.view())).code() == w::errc::type_mismatch);
+}
