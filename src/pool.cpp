@@ -1,1 +1,115 @@
+#include "courier/pool.hpp"
 
+#include <mutex>
+#include <new>
+
+#if defined(COURIER_USE_MIMALLOC)
+#include <mimalloc.h>
+#endif
+
+namespace courier::pool {
+namespace {
+
+void* default_allocate(std::size_t size, std::size_t alignment) {
+#if defined(COURIER_USE_MIMALLOC)
+  void* p = mi_malloc_aligned(size, alignment);
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+#else
+  return ::operator new(size, std::align_val_t{alignment});
+#endif
+}
+
+void default_deallocate(void* ptr, std::size_t, std::size_t alignment) noexcept {
+#if defined(COURIER_USE_MIMALLOC)
+  (void)alignment;
+  mi_free(ptr);
+#else
+  ::operator delete(ptr, std::align_val_t{alignment});
+#endif
+}
+
+chunk_hooks hooks{default_allocate, default_deallocate};
+std::atomic<std::uint64_t> chunks_allocated{0};
+std::atomic<std::uint64_t> large_allocations{0};
+std::atomic<std::uint64_t> large_deallocations{0};
+
+// Heaps of exited threads wait here for the next new thread; they are never freed because slots
+// carved from them may still be in flight on other threads.
+std::mutex parked_mutex;
+detail::heap* parked_heaps = nullptr;
+
+struct heap_releaser {
+  ~heap_releaser() {
+    detail::heap* h = detail::this_thread_heap;
+    if (h == nullptr) return;
+    detail::this_thread_heap = nullptr;
+    std::lock_guard lock(parked_mutex);
+    h->next_parked = parked_heaps;
+    parked_heaps = h;
+  }
+};
+
+}  // namespace
+
+void set_chunk_hooks(chunk_hooks h) noexcept { hooks = h; }
+
+statistics stats() noexcept {
+  return {chunks_allocated.load(std::memory_order_relaxed), large_allocations.load(std::memory_order_relaxed),
+          large_deallocations.load(std::memory_order_relaxed)};
+}
+
+namespace detail {
+
+heap* acquire_thread_heap() {
+  static_assert(sizeof(chunk_header) <= 64, "slots start at the first cache line after the header");
+  heap* h = nullptr;
+  {
+    std::lock_guard lock(parked_mutex);
+    if (parked_heaps != nullptr) {
+      h = parked_heaps;
+      parked_heaps = h->next_parked;
+      h->next_parked = nullptr;
+    }
+  }
+  if (h == nullptr) h = new (hooks.allocate(sizeof(heap), alignof(heap))) heap{};
+  this_thread_heap = h;
+  thread_local heap_releaser releaser;  // parks the heap when this thread exits
+  (void)releaser;
+  return h;
+}
+
+void* refill(heap& h, std::uint8_t size_class) {
+  size_class_state& s = h.classes[size_class];
+  if (s.remote.load(std::memory_order_relaxed) != nullptr) {
+    free_node* taken = s.remote.exchange(nullptr, std::memory_order_acquire);
+    s.local = taken->next;
+    return taken;
+  }
+  const std::size_t slot = class_sizes[size_class];
+  if (s.bump == nullptr || s.bump + slot > s.bump_end) {
+    auto* chunk = static_cast<char*>(hooks.allocate(chunk_size, chunk_size));
+    chunks_allocated.fetch_add(1, std::memory_order_relaxed);
+    ::new (chunk) chunk_header{&h, size_class};
+    // Slots start at the first cache line after the header; class_of only hands out alignments
+    // that divide both 64 and the class size, so every slot is suitably aligned.
+    s.bump = chunk + 64;
+    s.bump_end = chunk + chunk_size;
+  }
+  void* p = s.bump;
+  s.bump += slot;
+  return p;
+}
+
+void* allocate_large(std::size_t size, std::size_t alignment) {
+  large_allocations.fetch_add(1, std::memory_order_relaxed);
+  return hooks.allocate(size, alignment < 16 ? 16 : alignment);
+}
+
+void deallocate_large(void* ptr, std::size_t size, std::size_t alignment) noexcept {
+  large_deallocations.fetch_add(1, std::memory_order_relaxed);
+  hooks.deallocate(ptr, size, alignment < 16 ? 16 : alignment);
+}
+
+}  // namespace detail
+}  // namespace courier::pool

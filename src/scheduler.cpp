@@ -1,1 +1,205 @@
+#include "courier/scheduler.hpp"
 
+#include <linux/futex.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <bit>
+#include <climits>
+#include <ctime>
+
+#include "system_core.hpp"
+
+namespace courier::detail {
+
+// ---------------------------------------------------------------------------------------------
+// futex
+
+namespace {
+
+long futex(const void* word, int op, std::uint32_t value, const timespec* timeout) noexcept {
+  return syscall(SYS_futex, word, op, value, timeout, nullptr, 0);
+}
+
+}  // namespace
+
+bool futex_wait_for(const void* word, std::uint32_t expected, std::chrono::nanoseconds timeout) noexcept {
+  if (timeout.count() <= 0) return false;
+  timespec ts{};
+  ts.tv_sec = static_cast<time_t>(timeout.count() / 1'000'000'000);
+  ts.tv_nsec = static_cast<long>(timeout.count() % 1'000'000'000);
+  return futex(word, FUTEX_WAIT_PRIVATE, expected, &ts) == 0;
+}
+
+void futex_wait(const void* word, std::uint32_t expected) noexcept { futex(word, FUTEX_WAIT_PRIVATE, expected, nullptr); }
+void futex_wake_all(const void* word) noexcept { futex(word, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr); }
+void futex_wake_one(const void* word) noexcept { futex(word, FUTEX_WAKE_PRIVATE, 1, nullptr); }
+
+// ---------------------------------------------------------------------------------------------
+// Scheduling entry points used by the header templates.
+
+bool on_worker_thread() noexcept { return this_worker != nullptr; }
+
+bool is_manual(const system_core* core) noexcept { return core->manual; }
+
+bool run_one(system_core* core) { return core->run_one(1); }
+
+void schedule(actor_base* actor) {
+  system_core* core = actor->core();
+  if (worker* w = this_worker; w != nullptr && w->core == core) {
+    if (w->next != nullptr) w->push_local(w->next);
+    w->next = actor;
+    return;
+  }
+  core->injection.enqueue(actor);
+  if (core->manual)
+    core->signal_fd();
+  else
+    core->wake_one();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Workers
+
+void worker::push_local(actor_base* a) {
+  if (!local.push(a)) core->injection.enqueue(a);
+  // Someone idle could take this over; a worker that is already searching will find it.
+  if (core->searching.load(std::memory_order_relaxed) == 0) core->wake_one();
+}
+
+actor_base* worker::find_local_work(moodycamel::ConsumerToken& token) {
+  actor_base* a = nullptr;
+  // Look at the shared queue now and then even when busy, so injected actors are not starved.
+  if (++tick % 61 == 0 && core->injection.try_dequeue(token, a)) return a;
+  if (next != nullptr) {
+    a = std::exchange(next, nullptr);
+    // A ping-pong pair could keep the next slot forever; after a streak it queues like others.
+    if (++next_streak <= 64) return a;
+    next_streak = 0;
+    if (!local.push(a)) core->injection.enqueue(a);
+  } else {
+    next_streak = 0;
+  }
+  if ((a = local.pop()) != nullptr) return a;
+  if (core->injection.try_dequeue(token, a)) return a;
+  return nullptr;
+}
+
+actor_base* worker::search(moodycamel::ConsumerToken& token) {
+  const auto count = static_cast<unsigned>(core->workers.size());
+  actor_base* a = nullptr;
+  for (std::uint32_t round = 0; round < core->cfg.spin_rounds; ++round) {
+    if (core->injection.try_dequeue(token, a)) return a;
+    steal_seed = steal_seed * 1664525u + 1013904223u;
+    for (unsigned i = 0, start = steal_seed % count; i < count; ++i) {
+      worker& victim = *core->workers[(start + i) % count];
+      if (&victim == this) continue;
+      if ((a = victim.local.pop()) != nullptr) return a;
+    }
+    if (core->stopping.load(std::memory_order_relaxed)) return nullptr;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+  return nullptr;
+}
+
+void worker::park() {
+  const std::uint64_t bit = std::uint64_t{1} << index;
+  const std::uint32_t seen = wake_word.load(std::memory_order_acquire);
+  core->idle_mask.fetch_or(bit, std::memory_order_seq_cst);
+  // Dekker-style: we published "idle" before looking; a producer publishes work before looking
+  // at idle_mask. One of us sees the other.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (!core->has_stealable_work() && !core->stopping.load(std::memory_order_acquire)) futex_wait(&wake_word, seen);
+  core->idle_mask.fetch_and(~bit, std::memory_order_acq_rel);
+}
+
+void worker::run() {
+  this_worker = this;
+  moodycamel::ConsumerToken token(core->injection);
+  const std::uint32_t budget = core->cfg.throughput;
+  for (;;) {
+    actor_base* a = find_local_work(token);
+    if (a == nullptr) {
+      core->searching.fetch_add(1, std::memory_order_acq_rel);
+      a = search(token);
+      core->searching.fetch_sub(1, std::memory_order_acq_rel);
+      if (a == nullptr) {
+        if (core->stopping.load(std::memory_order_acquire)) break;
+        park();
+        continue;
+      }
+    }
+    if (a->resume(budget) == resume_result::reschedule) push_local(a);
+  }
+  this_worker = nullptr;
+}
+
+bool system_core::has_stealable_work() const noexcept {
+  if (injection.size_approx() > 0) return true;
+  for (const auto& w : workers)
+    if (!w->local.empty()) return true;
+  return false;
+}
+
+void system_core::wake_one() noexcept {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  std::uint64_t mask = idle_mask.load(std::memory_order_relaxed);
+  while (mask != 0) {
+    const int index = std::countr_zero(mask);
+    const std::uint64_t bit = std::uint64_t{1} << index;
+    if (idle_mask.compare_exchange_weak(mask, mask & ~bit, std::memory_order_acq_rel, std::memory_order_relaxed)) {
+      worker& w = *workers[static_cast<std::size_t>(index)];
+      w.wake_word.fetch_add(1, std::memory_order_release);
+      futex_wake_one(&w.wake_word);
+      return;
+    }
+  }
+}
+
+void system_core::signal_fd() noexcept {
+  if (event_fd < 0 || fd_signaled.exchange(true, std::memory_order_acq_rel)) return;
+  const std::uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(event_fd, &one, sizeof one);
+}
+
+void system_core::start_workers() {
+  std::size_t n = cfg.workers != 0 ? cfg.workers : std::thread::hardware_concurrency();
+  if (n == 0) n = 1;
+  if (n > 64) n = 64;
+  workers.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    auto w = std::make_unique<worker>();
+    w->core = this;
+    w->index = static_cast<unsigned>(i);
+    w->steal_seed = static_cast<std::uint32_t>(i * 2654435761u + 1);
+    workers.push_back(std::move(w));
+  }
+  for (auto& w : workers) w->thread = std::thread([p = w.get()] { p->run(); });
+}
+
+void system_core::stop_workers(bool join) {
+  stopping.store(true, std::memory_order_seq_cst);
+  for (auto& w : workers) {
+    w->wake_word.fetch_add(1, std::memory_order_release);
+    futex_wake_all(&w->wake_word);
+  }
+  for (auto& w : workers) {
+    if (!w->thread.joinable()) continue;
+    if (join)
+      w->thread.join();
+    else
+      w->thread.detach();
+  }
+}
+
+bool system_core::run_one(std::uint32_t budget) {
+  actor_base* a = nullptr;
+  if (!injection.try_dequeue(a)) return false;
+  if (a->resume(budget) == resume_result::reschedule) injection.enqueue(a);
+  return true;
+}
+
+}  // namespace courier::detail

@@ -1,0 +1,11 @@
+#pragma once
+/// @file
+/// Everything a Courier program needs: actors, references, the system and its configuration.
+
+#include "courier/actor.hpp"
+#include "courier/actor_ref.hpp"
+#include "courier/error.hpp"
+#include "courier/message.hpp"
+#include "courier/pool.hpp"
+#include "courier/scheduler.hpp"
+#include "courier/system.hpp"

@@ -1,0 +1,167 @@
+#pragma once
+/// @file
+/// A request waiting for its reply: a pooled record that holds the continuation (or the blocked
+/// caller of `ask`), shared by the request message, the reply on its way back and the time-out
+/// timer through a reference count. Whoever settles it first (reply, error or time-out) wins the
+/// `state` word; the others are discarded.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <type_traits>
+#include <utility>
+
+#include "courier/detail/core.hpp"
+#include "courier/error.hpp"
+#include "courier/message.hpp"
+#include "courier/pool.hpp"
+
+namespace courier::detail {
+
+// Defined in actor.hpp once actor_base is complete.
+bool deliver_to(actor_base* actor, message_header* msg) noexcept;
+void release_actor(actor_base* actor) noexcept;
+
+struct pending_ops {
+  /// In the requesting actor: takes the reply slot, frees it and runs the continuation.
+  void (*deliver)(pending_base* self, message_header* reply);
+  void (*discard_reply)(message_header* reply) noexcept;
+  /// For requesters that are not actors: runs the continuation with a `R*` on the replying thread.
+  void (*complete)(pending_base* self, void* value);
+  void (*fail)(pending_base* self, const error& why);
+  void (*destroy)(pending_base* self) noexcept;
+};
+
+struct pending_base {
+  std::atomic<std::uint32_t> refs{1};
+  std::atomic<std::uint32_t> state{0};  // 0 waiting, 1 settled, 2 abandoned by a timed-out ask
+  std::int32_t timer_pos = -1;          // guarded by the timer's mutex
+  bool has_timer = false;
+  actor_base* requester = nullptr;  // strong reference; null for a thread that is not an actor
+  system_core* core = nullptr;
+  const pending_ops* ops = nullptr;
+};
+
+inline void release(pending_base* p) noexcept {
+  if (p->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) p->ops->destroy(p);
+}
+
+/// True for the one caller that settles the request; that caller also stops its timer.
+inline bool claim(pending_base* p) noexcept {
+  std::uint32_t expected = 0;
+  if (!p->state.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) return false;
+  if (p->has_timer) cancel_request_timer(p->core, p);
+  return true;
+}
+
+template <class R>
+struct response_slot : message_header {
+  R value;
+  response_slot(pending_base* p, R&& v) : message_header{nullptr, p, response_type}, value(std::move(v)) {}
+};
+
+/// Sends a handler's return value back; consumes the reference the request message held.
+template <class R>
+void reply_value(pending_base* p, R&& value) {
+  if (p->requester != nullptr) {
+    auto* slot = pool::make<response_slot<R>>(p, std::move(value));
+    if (!deliver_to(p->requester, slot)) {
+      pool::destroy(slot);
+      release(p);
+    }
+    return;
+  }
+  struct releaser {
+    pending_base* p;
+    ~releaser() { release(p); }
+  } guard{p};
+  if (claim(p)) p->ops->complete(p, &value);
+}
+
+/// Fails a request; consumes one reference (the request message's or the timer's).
+inline void reply_error(pending_base* p, const error& why) noexcept {
+  if (p->requester != nullptr) {
+    auto* slot = pool::make<error_slot>();
+    slot->type = error_response_type;
+    slot->reply_to = p;
+    slot->err = why;
+    if (!deliver_to(p->requester, slot)) {
+      pool::destroy(slot);
+      release(p);
+    }
+    return;
+  }
+  if (claim(p)) {
+    try {
+      p->ops->fail(p, why);
+    } catch (...) {
+      // A continuation that throws on the replying thread has nowhere to report to.
+    }
+  }
+  release(p);
+}
+
+template <class F, class R>
+void invoke_continuation(F& f, R&& value) {
+  if constexpr (std::is_same_v<std::decay_t<R>, unit> && std::is_invocable_v<F&>)
+    f();
+  else
+    f(std::move(value));
+}
+
+/// The continuation of `request(...).then(on_value, on_error)`.
+template <class R, class F, class G>
+struct callback_pending : pending_base {
+  F on_value;
+  G on_error;
+
+  callback_pending(F f, G g) : on_value(std::move(f)), on_error(std::move(g)) { ops = &table; }
+
+  static void deliver(pending_base* self, message_header* reply) {
+    auto* slot = static_cast<response_slot<R>*>(reply);
+    R value = std::move(slot->value);
+    pool::destroy(slot);
+    invoke_continuation(static_cast<callback_pending*>(self)->on_value, std::move(value));
+  }
+  static void discard_reply(message_header* reply) noexcept { pool::destroy(static_cast<response_slot<R>*>(reply)); }
+  static void complete(pending_base* self, void* value) {
+    invoke_continuation(static_cast<callback_pending*>(self)->on_value, std::move(*static_cast<R*>(value)));
+  }
+  static void fail(pending_base* self, const error& why) { static_cast<callback_pending*>(self)->on_error(why); }
+  static void destroy(pending_base* self) noexcept {
+    actor_base* requester = self->requester;
+    pool::destroy(static_cast<callback_pending*>(self));
+    if (requester != nullptr) release_actor(requester);
+  }
+  static constexpr pending_ops table{&deliver, &discard_reply, &complete, &fail, &destroy};
+};
+
+/// The blocked caller of `ask`: the reply is written here and the caller woken through `ready`.
+template <class R>
+struct ask_pending : pending_base {
+  std::atomic<std::uint32_t> ready{0};
+  std::optional<R> value;
+  error err;
+
+  ask_pending() { ops = &table; }
+
+  static void deliver(pending_base*, message_header* reply) { discard_reply(reply); }
+  static void discard_reply(message_header* reply) noexcept { pool::destroy(static_cast<response_slot<R>*>(reply)); }
+  static void complete(pending_base* self, void* value) {
+    auto* a = static_cast<ask_pending*>(self);
+    a->value.emplace(std::move(*static_cast<R*>(value)));
+    a->ready.store(1, std::memory_order_release);
+    futex_wake_all(&a->ready);
+  }
+  static void fail(pending_base* self, const error& why) {
+    auto* a = static_cast<ask_pending*>(self);
+    a->err = why;
+    a->ready.store(1, std::memory_order_release);
+    futex_wake_all(&a->ready);
+  }
+  static void destroy(pending_base* self) noexcept { pool::destroy(static_cast<ask_pending*>(self)); }
+  static constexpr pending_ops table{&deliver, &discard_reply, &complete, &fail, &destroy};
+};
+
+}  // namespace courier::detail

@@ -1,0 +1,65 @@
+#pragma once
+/// @file
+/// What travels through a mailbox: a small header (the intrusive queue link, the type index and
+/// the reply route) followed in the same pooled slot by the message, a plain struct.
+///
+/// Thread-safety: a message belongs to exactly one thread at a time; handing it over through a
+/// mailbox publishes it (release/acquire on the mailbox word).
+
+#include <cstdint>
+#include <utility>
+
+#include "courier/error.hpp"
+#include "courier/pool.hpp"
+
+namespace courier {
+
+/// Sent to an actor that monitors another when that one stops. `reason` is empty (no error) when
+/// it stopped normally.
+struct down {
+  std::uint64_t id;  ///< the stopped actor's id
+  error reason;
+};
+
+namespace detail {
+
+struct pending_base;
+
+/// Type indices at and above this one are Courier's own: replies, errors and stop requests.
+inline constexpr std::uint16_t first_system_type = 0xfff0;
+inline constexpr std::uint16_t response_type = 0xfff0;
+inline constexpr std::uint16_t error_response_type = 0xfff1;
+inline constexpr std::uint16_t exit_type = 0xfff2;
+
+struct message_header {
+  message_header* next;      // the mailbox's link; written before the publishing CAS
+  pending_base* reply_to;    // set when the sender waits for a reply
+  std::uint16_t type;        // index into the receiving actor's message list
+};
+
+template <class M>
+struct message_slot : message_header {
+  M value;
+
+  template <class... Args>
+  explicit message_slot(std::uint16_t type_index, pending_base* reply, Args&&... args)
+      : message_header{nullptr, reply, type_index}, value{std::forward<Args>(args)...} {}
+};
+
+template <class M, class... Args>
+message_slot<M>* make_message(std::uint16_t type_index, pending_base* reply, Args&&... args) {
+  return pool::make<message_slot<M>>(type_index, reply, std::forward<Args>(args)...);
+}
+
+/// Carries a failed request's error back to the requesting actor.
+struct error_slot : message_header {
+  error err;
+};
+
+/// A stop request from the outside (system shutdown or `actor_ref::stop`).
+struct exit_slot : message_header {
+  errc reason;
+};
+
+}  // namespace detail
+}  // namespace courier

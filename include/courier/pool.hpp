@@ -1,0 +1,160 @@
+#pragma once
+/// @file
+/// The message pool: size-classed slots carved from 64 KiB chunks, one heap per thread.
+///
+/// A thread allocates from its own heap without atomics. A slot freed on its owner thread goes back
+/// on that heap's local free list; a slot freed on another thread is pushed, with one CAS, onto the
+/// owner heap's remote list for its size class, which the owner takes back in one exchange when its
+/// local list runs dry (mimalloc's "thread-delayed free" design). Sizes above `max_small_size` take
+/// the large path: one call to the chunk hook per allocation.
+///
+/// Thread-safety: every function here may be called from any thread. A heap whose thread exits is
+/// parked, never freed, and adopted by the next new thread, so slots in flight stay valid.
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace courier::pool {
+
+/// Chunks and large allocations come from here; mimalloc by default (a build option).
+struct chunk_hooks {
+  void* (*allocate)(std::size_t size, std::size_t alignment);
+  void (*deallocate)(void* ptr, std::size_t size, std::size_t alignment) noexcept;
+};
+
+/// Replaces the hooks. Call before the first allocation; chunks already carved keep their origin.
+void set_chunk_hooks(chunk_hooks hooks) noexcept;
+
+/// Counters for tests and benchmarks: they show whether steady state still asks the hooks.
+struct statistics {
+  std::uint64_t chunks_allocated;
+  std::uint64_t large_allocations;
+  std::uint64_t large_deallocations;
+};
+statistics stats() noexcept;
+
+inline constexpr std::size_t chunk_size = 64 * 1024;
+inline constexpr std::size_t max_small_size = 4096;
+inline constexpr std::size_t max_alignment = 64;
+
+namespace detail {
+
+inline constexpr std::uint16_t class_sizes[] = {16,  32,  48,  64,  96,   128,  192,  256,  320,  384,
+                                                 512, 640, 768, 1024, 1536, 2048, 3072, 4096};
+inline constexpr std::size_t class_count = sizeof(class_sizes) / sizeof(class_sizes[0]);
+inline constexpr std::uint8_t large_class = 0xff;
+
+/// The smallest class that holds `size` bytes at `alignment` (slots of a class are aligned to the
+/// largest power of two dividing the class size, since chunks are 64-byte aligned).
+constexpr std::uint8_t class_of(std::size_t size, std::size_t alignment) noexcept {
+  if (alignment > max_alignment) return large_class;
+  for (std::size_t c = 0; c < class_count; ++c) {
+    std::size_t s = class_sizes[c];
+    if (s >= size && (s & (alignment - 1)) == 0) return static_cast<std::uint8_t>(c);
+  }
+  return large_class;
+}
+
+struct free_node {
+  free_node* next;
+};
+
+struct heap;
+
+/// Sits at the start of every 64 KiB-aligned chunk; a slot finds it by masking its address.
+struct chunk_header {
+  heap* owner;
+  std::uint8_t size_class;
+};
+
+struct alignas(64) size_class_state {
+  free_node* local = nullptr;  // owner thread only
+  char* bump = nullptr;        // owner thread only: the uncarved rest of the current chunk
+  char* bump_end = nullptr;
+  alignas(64) std::atomic<free_node*> remote{nullptr};  // pushed by other threads
+};
+
+struct heap {
+  size_class_state classes[class_count];
+  heap* next_parked = nullptr;
+};
+
+heap* acquire_thread_heap();
+void* refill(heap& h, std::uint8_t size_class);
+void* allocate_large(std::size_t size, std::size_t alignment);
+void deallocate_large(void* ptr, std::size_t size, std::size_t alignment) noexcept;
+
+inline thread_local heap* this_thread_heap = nullptr;
+
+inline heap& local_heap() {
+  heap* h = this_thread_heap;
+  if (h == nullptr) [[unlikely]]
+    h = acquire_thread_heap();
+  return *h;
+}
+
+inline void* allocate_small(std::uint8_t size_class) {
+  heap& h = local_heap();
+  size_class_state& s = h.classes[size_class];
+  if (free_node* n = s.local) [[likely]] {
+    s.local = n->next;
+    return n;
+  }
+  return refill(h, size_class);
+}
+
+inline void deallocate_small(void* ptr) noexcept {
+  auto* chunk = reinterpret_cast<chunk_header*>(reinterpret_cast<std::uintptr_t>(ptr) & ~(chunk_size - 1));
+  auto* node = static_cast<free_node*>(ptr);
+  size_class_state& s = chunk->owner->classes[chunk->size_class];
+  if (chunk->owner == this_thread_heap) [[likely]] {
+    node->next = s.local;
+    s.local = node;
+    return;
+  }
+  free_node* top = s.remote.load(std::memory_order_relaxed);
+  do {
+    node->next = top;
+  } while (!s.remote.compare_exchange_weak(top, node, std::memory_order_release, std::memory_order_relaxed));
+}
+
+}  // namespace detail
+
+/// A slot of at least `size` bytes aligned to `alignment`. Never returns null (throws
+/// std::bad_alloc when the hook fails).
+inline void* allocate(std::size_t size, std::size_t alignment = alignof(std::max_align_t)) {
+  std::uint8_t c = detail::class_of(size, alignment);
+  if (c == detail::large_class) [[unlikely]]
+    return detail::allocate_large(size, alignment);
+  return detail::allocate_small(c);
+}
+
+/// Returns a slot; `size` and `alignment` must be those given to `allocate`. Any thread.
+inline void deallocate(void* ptr, std::size_t size, std::size_t alignment = alignof(std::max_align_t)) noexcept {
+  if (detail::class_of(size, alignment) == detail::large_class) [[unlikely]] {
+    detail::deallocate_large(ptr, size, alignment);
+    return;
+  }
+  detail::deallocate_small(ptr);
+}
+
+/// Typed helpers: construct a T in a pooled slot, destroy it and return the slot.
+template <class T, class... Args>
+T* make(Args&&... args) {
+  void* p = allocate(sizeof(T), alignof(T));
+  try {
+    return ::new (p) T(static_cast<Args&&>(args)...);
+  } catch (...) {
+    deallocate(p, sizeof(T), alignof(T));
+    throw;
+  }
+}
+
+template <class T>
+void destroy(T* ptr) noexcept {
+  ptr->~T();
+  deallocate(ptr, sizeof(T), alignof(T));
+}
+
+}  // namespace courier::pool

@@ -1,0 +1,55 @@
+#pragma once
+/// @file
+/// How an actor system runs its actors, chosen once when the system is built.
+///
+/// - `threaded`: N worker threads, each with a local run queue and a "next" slot (an actor woken by
+///   the running actor runs next on the same worker, so a ping-pong pair stays on one core), a
+///   shared injection queue (moodycamel), stealing when idle, and parking (futex) after a short
+///   spin, so an idle system uses no CPU.
+/// - `deterministic`: no threads; the test drives the system one message at a time with
+///   `run_one()` and inspects state between steps.
+/// - `embedded`: no threads; a host program's own loop drives Courier with `run_one()`, `poll()`
+///   and `run_until_idle()`, watching `wake_fd()` (an eventfd) for readiness.
+///
+/// Thread-safety: a config is a plain value.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+
+namespace courier {
+
+enum class scheduling : std::uint8_t { threaded, deterministic, embedded };
+
+/// A message that could not be delivered because its target had stopped.
+struct dead_letter_info {
+  std::uint64_t target_id;
+  const char* message_type;  ///< typeid name of the message
+};
+
+struct config {
+  scheduling mode = scheduling::threaded;
+  /// Worker threads in threaded mode; 0 means std::thread::hardware_concurrency(). At most 64.
+  std::size_t workers = 0;
+  /// Messages an actor may handle per turn before it yields its worker (fairness).
+  std::uint32_t throughput = 128;
+  /// Rounds of looking for work (stealing, the injection queue) before a worker parks.
+  std::uint32_t spin_rounds = 64;
+  /// Called for every dead letter, on the sending thread. Must not block.
+  void (*on_dead_letter)(const dead_letter_info&, void* context) = nullptr;
+  void* dead_letter_context = nullptr;
+
+  static config deterministic() {
+    config c;
+    c.mode = scheduling::deterministic;
+    c.throughput = 1;
+    return c;
+  }
+  static config embedded() {
+    config c;
+    c.mode = scheduling::embedded;
+    return c;
+  }
+};
+
+}  // namespace courier

@@ -1,0 +1,75 @@
+#pragma once
+/// @file
+/// The actor system: spawns actors, owns the scheduler and the timer, and shuts down in bounded time.
+///
+/// Thread-safety: `spawn`, `dead_letters` and `live_actors` may be called from any thread,
+/// including from handlers. `run_one`, `poll` and `run_until_idle` (manual modes) are for one
+/// driving thread at a time. `shutdown` and the destructor are for the owning thread.
+///
+/// Actor references must not be used after their system is destroyed.
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "courier/actor.hpp"
+#include "courier/actor_ref.hpp"
+#include "courier/scheduler.hpp"
+
+namespace courier {
+
+/// What shutdown found: `clean` when every actor stopped before the deadline; otherwise
+/// `unfinished` names the actors that did not ("<type>#<id>").
+struct shutdown_report {
+  bool clean = true;
+  std::vector<std::string> unfinished;
+};
+
+class system {
+ public:
+  explicit system(config cfg = {});
+  system(const system&) = delete;
+  system& operator=(const system&) = delete;
+  /// Shuts down with a 5 s deadline if `shutdown` was not called; unfinished actors are printed.
+  ~system();
+
+  /// Builds a `T` in a pooled slot and starts it. `T`'s constructor must not send (its reference
+  /// does not exist yet); send it a first message instead.
+  template <class T, class... Args>
+  actor_ref<T> spawn(Args&&... args) {
+    static_assert(std::is_base_of_v<detail::actor_base, T>, "courier: spawn<T> needs T derived from courier::actor");
+    T* object = pool::make<T>(std::forward<Args>(args)...);
+    detail::actor_base* base = object;
+    base->core_ = core_;
+    object->self_ = actor_ref<T>::adopt(base);  // the keep-alive reference
+    detail::register_actor(core_, base);
+    base->add_ref();
+    return actor_ref<T>::adopt(base);
+  }
+
+  /// Asks every actor to stop (after the messages already queued), waits up to `deadline` for
+  /// them, then stops the workers. Actors still running at the deadline (a handler that never
+  /// returns) are reported, not waited for: their threads are left to finish on their own.
+  shutdown_report shutdown(timespan deadline = std::chrono::seconds(5));
+
+  /// Manual modes. `run_one` handles at most one message; `poll` runs the actors ready now for
+  /// one turn each; `run_until_idle` runs until nothing is ready. Each returns how much it ran.
+  bool run_one();
+  std::size_t poll();
+  std::size_t run_until_idle();
+  /// Readable when work is ready (embedded mode); `poll` clears it. -1 in threaded mode.
+  int wake_fd() const noexcept;
+
+  std::uint64_t dead_letters() const noexcept;
+  std::size_t live_actors() const noexcept;
+  std::size_t worker_count() const noexcept;
+  const config& settings() const noexcept;
+
+ private:
+  detail::system_core* core_;
+};
+
+}  // namespace courier
