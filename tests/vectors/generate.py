@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""Writes the golden vectors (*.hex and *.txt) from the definitions below.
+
+This is a second, independent implementation of docs/protocol.md (it shares no code with the C++ codec),
+so the C++ test that checks every vector both ways also checks that the spec alone is enough to speak
+the protocol. Run it only when the format or the set of vectors changes on purpose:
+    python3 tests/vectors/generate.py
+"""
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+KINDS = {"handshake": 1, "send": 2, "call": 3, "reply": 4, "error": 5, "context_open": 6,
+         "context_close": 7, "ping": 8, "pong": 9, "close": 10}
+TAGS = {"bool": 0x01, "int8": 0x02, "int16": 0x03, "int32": 0x04, "int64": 0x05, "uint8": 0x06,
+        "uint16": 0x07, "uint32": 0x08, "uint64": 0x09, "float32": 0x0a, "float64": 0x0b,
+        "string": 0x0c, "binary": 0x0d, "list": 0x0e, "end": 0x0f}
+FMT = {"int8": "<b", "int16": "<h", "int32": "<i", "int64": "<q", "uint8": "<B", "uint16": "<H",
+       "uint32": "<I", "uint64": "<Q", "float32": "<f", "float64": "<d"}
+NULL = b"\0\0\0\0"
+
+
+def quote(b):
+    out = '"'
+    for c in b:
+        if c in (0x22, 0x5c):
+            out += "\\" + chr(c)
+        elif 0x20 <= c <= 0x7e:
+            out += chr(c)
+        else:
+            out += "\\x%02x" % c
+    return out + '"'
+
+
+def float_bytes(fmt, text):
+    if text.startswith("nan:0x"):
+        bits = int(text[6:], 16)
+        return struct.pack("<I" if fmt == "<f" else "<Q", bits)
+    if text == "nan":
+        return struct.pack("<I", 0x7fc00000) if fmt == "<f" else struct.pack("<Q", 0x7ff8000000000000)
+    return struct.pack(fmt, float(text))
+
+
+def encode_item(item):
+    """item: (type, value) with value as the text form for numbers; returns (bytes, text, comment)."""
+    t, v = item[0], item[1] if len(item) > 1 else None
+    tag = bytes([TAGS[t]])
+    if t in ("list", "end"):
+        return tag, t, t
+    if t == "bool":
+        text = "bool " + ("true" if v else "false")
+        return tag + bytes([1 if v else 0]), text, text
+    if t in ("float32", "float64"):
+        return tag + float_bytes(FMT[t], v), t + " " + v, t + " " + v
+    if t in FMT:
+        return tag + struct.pack(FMT[t], v), "%s %d" % (t, v), "%s %d" % (t, v)
+    if t == "string":
+        raw = v.encode("utf-8") if isinstance(v, str) else v
+        return tag + struct.pack("<I", len(raw)) + raw, "string " + quote(raw), "string, length %d: %s" % (len(raw), quote(raw))
+    if t == "binary":
+        return tag + struct.pack("<I", len(v)) + v, "binary 0x" + v.hex(), "binary, length %d" % len(v)
+    raise ValueError(t)
+
+
+def frame(kind, token, txn, ctx, items):
+    body, lines, notes = b"", [], []
+    depth = 0
+    for it in items:
+        b, text, note = encode_item(it)
+        if it[0] == "end":
+            depth -= 1
+        lines.append("  " * (depth + 1) + text)
+        notes.append((b, note))
+        if it[0] == "list":
+            depth += 1
+        body += b
+    header = (b"COUR" + bytes([1, 32, KINDS[kind], 0]) + struct.pack("<I", len(body)) + token +
+              struct.pack("<QQ", txn, ctx))
+    text = "%s token=%s txn=%d ctx=%d\n" % (kind, quote(token), txn, ctx) + "".join(l + "\n" for l in lines)
+    hexl = ["# " + text.splitlines()[0],
+            "%-40s # magic \"COUR\"" % "43 4f 55 52",
+            "%-40s # version 1" % "01",
+            "%-40s # header length 32" % "20",
+            "%-40s # kind %s (%d)" % ("%02x" % KINDS[kind], kind, KINDS[kind]),
+            "%-40s # flags" % "00",
+            "%-40s # body length %d" % (struct.pack("<I", len(body)).hex(" "), len(body)),
+            "%-40s # token %s" % (token.hex(" "), quote(token)),
+            "%-40s # transaction id %d" % (struct.pack("<Q", txn).hex(" "), txn),
+            "%-40s # context id %d" % (struct.pack("<Q", ctx).hex(" "), ctx)]
+    for b, note in notes:
+        hexl.append("%-40s # %s" % (b.hex(" "), note))
+    return header + body, text, hexl
+
+
+GOOD = {
+    "call_add": [("call", b"ADD_", 1, 0, [("int32", 1), ("int32", 2), ("int32", 3), ("int32", 4), ("int32", 5)])],
+    "send_integers": [("send", b"INTS", 0, 0, [
+        ("bool", True), ("bool", False),
+        ("int8", -128), ("int8", 127), ("int16", -32768), ("int16", 32767),
+        ("int32", -2147483648), ("int32", 2147483647), ("int64", -9223372036854775808), ("int64", 9223372036854775807),
+        ("uint8", 255), ("uint16", 65535), ("uint32", 4294967295), ("uint64", 18446744073709551615),
+        ("int32", -1), ("uint64", 0)])],
+    "send_floats": [("send", b"FLTS", 0, 0, [
+        ("float32", "1.5"), ("float32", "-0"), ("float32", "inf"), ("float32", "-inf"), ("float32", "nan"),
+        ("float32", "3.4028235e+38"), ("float64", "0.1"), ("float64", "-2.5e+300"), ("float64", "5e-324"),
+        ("float64", "nan"), ("float64", "nan:0xfff0000000000001"), ("float64", "-inf")])],
+    "send_strings": [("send", b"STRS", 0, 0, [
+        ("string", ""), ("string", "hello"), ("string", "gr\u00fc\u00df \u20ac \U0001F600"),
+        ("string", "quote \" backslash \\ newline \n tab \t nul \0"),
+        ("binary", b""), ("binary", bytes([0x00, 0xff, 0x80, 0x7f]))])],
+    "call_nested_lists": [("call", b"TREE", 9, 0, [
+        ("int32", 1), ("list",), ("string", "a"), ("list",), ("int8", -1), ("end",), ("list",), ("end",), ("end",),
+        ("list",), ("end",), ("bool", True)])],
+    "reply": [("reply", b"ADD_", 1, 0, [("int64", 15)])],
+    "error_reply": [("error", b"ADD_", 1, 0, [("uint32", 256), ("string", "no service ADD_")])],
+    "handshake": [("handshake", NULL, 0, 0, [
+        ("uint8", 1), ("uint8", 1), ("uint64", 0), ("uint32", 16777216), ("string", "client-42")])],
+    "context_open_close": [
+        ("context_open", b"CHLD", 0, 1, [("string", "worker")]),
+        ("call", b"WORK", 2, 1, [("string", "job")]),
+        ("context_close", NULL, 0, 1, [])],
+    "ping_pong_close": [
+        ("ping", NULL, 77, 0, []),
+        ("pong", NULL, 77, 0, []),
+        ("close", NULL, 0, 0, [("string", "bye")])],
+}
+
+HEADER_OK = "43 4f 55 52 01 20 03 00"  # magic, version 1, header length 32, kind call, flags 0
+
+
+def bad_header(body_len, token="41 44 44 5f", head=HEADER_OK):
+    return [head + "  # magic, version, header length, kind, flags",
+            struct.pack("<I", body_len).hex(" ") + "  # body length %d" % body_len,
+            token + "  # token",
+            "01 00 00 00 00 00 00 00  # transaction id 1",
+            "00 00 00 00 00 00 00 00  # context id 0"]
+
+
+# name: (expected error, hex lines, what is wrong)
+BAD = {
+    "bad_magic": ("bad_magic", ["43 4f 55 58 01 20 03 00  # magic \"COUX\""] + bad_header(0)[1:], "wrong magic"),
+    "bad_version": ("unsupported_version", bad_header(0, head="43 4f 55 52 02 20 03 00"), "version 2"),
+    "bad_header_length": ("bad_header_length", bad_header(0, head="43 4f 55 52 01 28 03 00"), "header length 40"),
+    "bad_flags": ("bad_flags", bad_header(0, head="43 4f 55 52 01 20 03 01"), "a reserved flag bit"),
+    "unknown_kind": ("unknown_kind", bad_header(0, head="43 4f 55 52 01 20 0b 00"), "kind 11"),
+    "bad_token": ("bad_token", bad_header(0, token="41 44 00 5f"), "a NUL byte in a call's token"),
+    "frame_too_large": ("frame_too_large", bad_header(0xffffffff), "body length 4 GiB - 1, past the default limit"),
+    "truncated_header": ("truncated", bad_header(0)[:2], "only 12 of 32 header bytes"),
+    "truncated_body": ("truncated", bad_header(5) + ["04 01 00  # int32 with 2 of its 4 bytes"], "body shorter than its length"),
+    "unknown_type_tag": ("unknown_type_tag", bad_header(2) + ["10 00  # tag 0x10"], "tag 0x10"),
+    "length_past_end": ("length_past_end", bad_header(7) + ["0c 05 00 00 00 61 62  # string of length 5 with 2 bytes"],
+                        "a string longer than the body"),
+    "invalid_bool": ("invalid_bool", bad_header(2) + ["01 02  # bool 2"], "bool byte 2"),
+    "invalid_utf8": ("invalid_utf8", bad_header(7) + ["0c 02 00 00 00 c0 af  # overlong \"/\""], "overlong UTF-8"),
+    "unterminated_list": ("unterminated_list", bad_header(3) + ["0e 0e 0f  # list list end"], "a list never closed"),
+    "unbalanced_list_end": ("unbalanced_list_end", bad_header(1) + ["0f  # end"], "an end with no list"),
+    "nesting_too_deep": ("nesting_too_deep", bad_header(66) + [" ".join(["0e"] * 33) + "  # 33 lists",
+                                                               " ".join(["0f"] * 33) + "  # 33 ends"],
+                         "33 nested lists, one past the default limit of 32"),
+}
+
+
+def main():
+    for old in os.listdir(HERE):
+        if old.endswith(".hex") or old.endswith(".txt"):
+            os.remove(os.path.join(HERE, old))
+    for name, frames in GOOD.items():
+        text, hexl = "", []
+        for f in frames:
+            _, t, h = frame(*f)
+            text += t
+            hexl += h + [""]
+        with open(os.path.join(HERE, name + ".hex"), "w") as out:
+            out.write("\n".join(hexl).rstrip("\n") + "\n")
+        with open(os.path.join(HERE, name + ".txt"), "w") as out:
+            out.write(text)
+    for name, (err, lines, why) in BAD.items():
+        with open(os.path.join(HERE, name + ".hex"), "w") as out:
+            out.write("# malformed: %s\n" % why + "\n".join(lines) + "\n")
+        with open(os.path.join(HERE, name + ".txt"), "w") as out:
+            out.write("error %s\n" % err)
+
+
+if __name__ == "__main__":
+    main()
