@@ -89,19 +89,22 @@ void actor_base::discard_system(message_header* msg) noexcept {
 
 void actor_base::terminate(const error& reason, void (*discard)(message_header*, const error&) noexcept) noexcept {
   if (reason && exit_reason_ == nullptr) exit_reason_ = new error(reason);
-  const error dropped(errc::actor_stopped,
-                      reason ? "the actor stopped before handling the message: " + reason.describe()
-                             : "the actor stopped before handling the message");
-  for (message_header* m = mailbox_.close(); m != nullptr;) {
-    message_header* next = m->next;
-    discard(m, dropped);
-    m = next;
+  if (message_header* m = mailbox_.close()) {
+    // Built only when something was queued: a normal stop allocates nothing.
+    const error dropped(errc::actor_stopped,
+                        reason ? "the actor stopped before handling the message: " + reason.describe()
+                               : "the actor stopped before handling the message");
+    while (m != nullptr) {
+      message_header* next = m->next;
+      discard(m, dropped);
+      m = next;
+    }
   }
   monitor_link* links = monitors_.exchange(monitors_closed, std::memory_order_acq_rel);
   while (links != nullptr) {
     monitor_link* next = links->next;
     try {
-      auto* msg = make_message<down>(links->down_type, nullptr, id_, reason);
+      auto* msg = make_message<down>(links->down_type, nullptr, id(), reason);
       if (!links->watcher->enqueue(msg)) pool::destroy(msg);
     } catch (...) {
       // Out of memory while stopping: the watcher misses this down, nothing else is lost.
@@ -110,29 +113,30 @@ void actor_base::terminate(const error& reason, void (*discard)(message_header*,
     pool::destroy(links);
     links = next;
   }
-  unregister_actor(core_, this);
+  unregister_actor(core(), this);
 }
 
 // ---------------------------------------------------------------------------------------------
 // Registry and dead letters
 
 void register_actor(system_core* core, actor_base* a) {
-  a->id_ = core->next_id.fetch_add(1, std::memory_order_relaxed);
+  a->identity().id = core->next_id.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard lock(core->registry_mutex);
-  a->registry_next = core->registry_head;
-  if (core->registry_head != nullptr) core->registry_head->registry_prev = a;
+  a->identity().registry_next = core->registry_head;
+  if (core->registry_head != nullptr) core->registry_head->identity().registry_prev = a;
   core->registry_head = a;
   ++core->live;
 }
 
 void unregister_actor(system_core* core, actor_base* a) noexcept {
   std::lock_guard lock(core->registry_mutex);
-  if (a->registry_prev != nullptr)
-    a->registry_prev->registry_next = a->registry_next;
+  actor_identity& self = a->identity();
+  if (self.registry_prev != nullptr)
+    self.registry_prev->identity().registry_next = self.registry_next;
   else
-    core->registry_head = a->registry_next;
-  if (a->registry_next != nullptr) a->registry_next->registry_prev = a->registry_prev;
-  a->registry_prev = a->registry_next = nullptr;
+    core->registry_head = self.registry_next;
+  if (self.registry_next != nullptr) self.registry_next->identity().registry_prev = self.registry_prev;
+  self.registry_prev = self.registry_next = nullptr;
   if (--core->live == 0) core->registry_empty.notify_all();
 }
 
@@ -189,7 +193,7 @@ shutdown_report system::shutdown(timespan deadline) {
   core_->shut_down = true;
   {
     std::lock_guard lock(core_->registry_mutex);
-    for (detail::actor_base* a = core_->registry_head; a != nullptr; a = a->registry_next) {
+    for (detail::actor_base* a = core_->registry_head; a != nullptr; a = a->identity().registry_next) {
       auto* slot = pool::make<detail::exit_slot>();
       slot->type = detail::exit_type;
       slot->reply_to = nullptr;
@@ -207,7 +211,7 @@ shutdown_report system::shutdown(timespan deadline) {
   }
   {
     std::lock_guard lock(core_->registry_mutex);
-    for (detail::actor_base* a = core_->registry_head; a != nullptr; a = a->registry_next)
+    for (detail::actor_base* a = core_->registry_head; a != nullptr; a = a->identity().registry_next)
       report.unfinished.push_back(std::string(a->name()) + "#" + std::to_string(a->id()));
   }
   report.clean = report.unfinished.empty();

@@ -97,7 +97,7 @@ void timer_service::fire(entry& e) noexcept {
   }
   if (!e.target->enqueue(e.msg)) {
     dead_letter(core_, e.target->id(), "delayed message");
-    e.target->ops_->discard(e.msg, error(errc::actor_stopped));
+    e.target->identity().ops->discard(e.msg, error(errc::actor_stopped));
   }
   e.target->release();
 }
@@ -145,7 +145,7 @@ void timer_service::stop() {
       reply_error(e.pending, error(errc::system_shutdown, "the system shut down before the request's deadline"));
     } else {
       dead_letter(core_, e.target->id(), "delayed message");
-      e.target->ops_->discard(e.msg, error(errc::system_shutdown));
+      e.target->identity().ops->discard(e.msg, error(errc::system_shutdown));
       e.target->release();
     }
   }

@@ -49,23 +49,39 @@ struct monitor_link {
   std::uint16_t down_type;
 };
 
-/// The part of every actor that does not depend on its message list.
+/// What producers read next to the mailbox word: set at spawn, then read-mostly.
+struct actor_identity {
+  system_core* core = nullptr;
+  const actor_ops* ops = nullptr;
+  std::uint64_t id = 0;
+  actor_base* registry_prev = nullptr;  // guarded by the system's registry mutex
+  actor_base* registry_next = nullptr;
+  std::atomic<std::uint32_t> refs{1};  // the first reference keeps a running actor alive
+};
+
+/// The part of every actor that does not depend on its message list. Allocated 64-byte aligned
+/// so that the mailbox's two halves land on separate cache lines.
 class actor_base {
  public:
   actor_base(const actor_base&) = delete;
   actor_base& operator=(const actor_base&) = delete;
 
-  std::uint64_t id() const noexcept { return id_; }
-  const char* name() const noexcept { return ops_->name(); }
-  system_core* core() const noexcept { return core_; }
+  std::uint64_t id() const noexcept { return mailbox_.shared.id; }
+  const char* name() const noexcept { return mailbox_.shared.ops->name(); }
+  system_core* core() const noexcept { return mailbox_.shared.core; }
 
-  void add_ref() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void add_ref() noexcept { mailbox_.shared.refs.fetch_add(1, std::memory_order_relaxed); }
   void release() noexcept {
-    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) ops_->destroy(this);
+    if (mailbox_.shared.refs.fetch_sub(1, std::memory_order_acq_rel) == 1) mailbox_.shared.ops->destroy(this);
   }
 
   /// Enqueues and schedules; on a closed mailbox returns false and leaves `msg` to the caller.
   bool enqueue(message_header* msg) noexcept {
+    if (this == current_actor) {  // a message to itself from its own handler: no atomics
+      if (stop_requested_) return false;
+      mailbox_.push_local(msg);
+      return true;
+    }
     switch (mailbox_.push(msg)) {
       case push_result::queued: return true;
       case push_result::woke_reader: schedule(this); return true;
@@ -74,7 +90,7 @@ class actor_base {
     return false;
   }
 
-  resume_result resume(std::uint32_t budget) { return ops_->resume(this, budget); }
+  resume_result resume(std::uint32_t budget) { return mailbox_.shared.ops->resume(this, budget); }
 
   /// Adds `link` to the watchers told when this actor stops; false if it already has.
   bool add_monitor(monitor_link* link) noexcept;
@@ -82,9 +98,7 @@ class actor_base {
   /// Copies the reason this actor stopped with; valid once it has stopped.
   error exit_reason() const;
 
-  /// Registry links, guarded by the system's registry mutex.
-  actor_base* registry_prev = nullptr;
-  actor_base* registry_next = nullptr;
+  actor_identity& identity() noexcept { return mailbox_.shared; }
 
  protected:
   actor_base() noexcept = default;
@@ -107,12 +121,10 @@ class actor_base {
   friend class timer_service;
   friend void register_actor(system_core*, actor_base*);
 
-  mailbox mailbox_;
-  system_core* core_ = nullptr;
-  const actor_ops* ops_ = nullptr;
-  std::atomic<std::uint32_t> refs_{1};  // the first reference keeps a running actor alive
+  // First cache line: the producers' word plus identity fields that are written rarely.
+  // Second line: the consumer's cursor and the fields below, then the derived actor's state.
+  mailbox<actor_identity> mailbox_;
   bool stop_requested_ = false;
-  std::uint64_t id_ = 0;
   std::atomic<monitor_link*> monitors_{nullptr};
   error* exit_reason_ = nullptr;  // set (only when abnormal) before monitors_ is closed
 };
@@ -165,7 +177,7 @@ class actor : public detail::actor_base {
   static constexpr std::uint16_t type_index = static_cast<std::uint16_t>(detail::index_of<M, Msgs...>());
 
  protected:
-  actor() noexcept { ops_ = &ops; }
+  actor() noexcept { mailbox_.shared.ops = &ops; }
 
   /// A reference to this actor (no reference count traffic).
   const actor_ref<Derived>& self() const noexcept { return self_; }
@@ -323,7 +335,7 @@ template <class Derived, class... Msgs>
 void actor<Derived, Msgs...>::destroy_impl(detail::actor_base* base) noexcept {
   auto* derived = static_cast<Derived*>(static_cast<actor*>(base));
   derived->~Derived();
-  pool::deallocate(derived, sizeof(Derived), alignof(Derived));
+  pool::deallocate(derived, sizeof(Derived), pool::max_alignment);
 }
 
 }  // namespace courier

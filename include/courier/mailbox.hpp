@@ -10,8 +10,18 @@
 /// Because each producer's pushes are ordered by its CASes, messages from one sender arrive in the
 /// order they were sent.
 ///
+/// The layout keeps producers and the consumer apart without wasting a line: the producers' word
+/// shares the first cache line only with `Shared`, fields that are written rarely (an actor's
+/// identity and reference count); the consumer's cursor starts the second line, and whatever
+/// follows the mailbox in its owner (the actor's own state) fills the rest of that line. The
+/// owner must therefore be allocated 64-byte aligned, as `system::spawn` does.
+///
+/// Messages the consumer sends to itself skip the shared word: `push_local` appends them to a
+/// consumer-only list that is served after the messages already taken from the producers, so a
+/// self-sending actor cannot starve its other senders.
+///
 /// Thread-safety: `push` from any thread; everything else only from the consumer (the actor's
-/// resume), except `close`, which the consumer calls when the actor stops.
+/// resume), including `close`, which the consumer calls when the actor stops.
 
 #include <atomic>
 #include <cstdint>
@@ -26,6 +36,9 @@ enum class push_result : std::uint8_t {
   closed,       ///< the mailbox is closed: the message was not taken
 };
 
+struct no_shared_fields {};
+
+template <class Shared = no_shared_fields>
 class mailbox {
  public:
   /// Mailboxes start idle: the first push schedules the actor.
@@ -44,32 +57,47 @@ class mailbox {
     }
   }
 
+  /// Consumer only: a message from the consumer to itself, with no atomic operation.
+  void push_local(message_header* msg) noexcept {
+    msg->next = nullptr;
+    if (local_tail_ != nullptr)
+      local_tail_->next = msg;
+    else
+      local_head_ = msg;
+    local_tail_ = msg;
+  }
+
   /// The next message in FIFO order, or null when the mailbox is empty right now.
   message_header* pop() noexcept {
-    if (message_header* m = batch_) {
+    if (message_header* m = batch_) [[likely]] {
       batch_ = m->next;
       return m;
     }
-    if (head_.load(std::memory_order_relaxed) <= idle_tag) return nullptr;
-    std::uintptr_t taken = head_.exchange(empty_tag, std::memory_order_acquire);
-    if (taken <= idle_tag || taken == closed_tag) return nullptr;
     message_header* fifo = nullptr;
-    for (auto* m = reinterpret_cast<message_header*>(taken); m != nullptr;) {
-      message_header* next = m->next;
-      m->next = fifo;
-      fifo = m;
-      m = next;
+    message_header* fifo_tail = nullptr;
+    if (head_.load(std::memory_order_relaxed) > idle_tag) {
+      std::uintptr_t taken = head_.exchange(empty_tag, std::memory_order_acquire);
+      if (taken > idle_tag && taken != closed_tag) {
+        fifo_tail = reinterpret_cast<message_header*>(taken);
+        fifo = reverse(fifo_tail);
+      }
     }
+    if (local_head_ != nullptr) {
+      if (fifo_tail != nullptr)
+        fifo_tail->next = local_head_;
+      else
+        fifo = local_head_;
+      local_head_ = local_tail_ = nullptr;
+    }
+    if (fifo == nullptr) return nullptr;
     batch_ = fifo->next;
     return fifo;
   }
 
-  bool has_batch() const noexcept { return batch_ != nullptr; }
-
   /// Marks the mailbox idle if nothing arrived; false means a message is waiting and the consumer
   /// must keep running. After `true`, the next push reports `woke_reader`.
   bool try_block() noexcept {
-    if (batch_ != nullptr) return false;
+    if (batch_ != nullptr || local_head_ != nullptr) return false;
     std::uintptr_t expected = empty_tag;
     return head_.compare_exchange_strong(expected, idle_tag, std::memory_order_acq_rel, std::memory_order_relaxed);
   }
@@ -77,36 +105,52 @@ class mailbox {
   /// Refuses all later pushes and hands back what was queued, FIFO first, for the caller to discard.
   message_header* close() noexcept {
     std::uintptr_t taken = head_.exchange(closed_tag, std::memory_order_acq_rel);
-    message_header* fifo = nullptr;
-    if (taken > idle_tag && taken != closed_tag) {
-      for (auto* m = reinterpret_cast<message_header*>(taken); m != nullptr;) {
-        message_header* next = m->next;
-        m->next = fifo;
-        fifo = m;
-        m = next;
-      }
-    }
+    message_header* shared = nullptr;
+    if (taken > idle_tag && taken != closed_tag) shared = reverse(reinterpret_cast<message_header*>(taken));
     // The unconsumed batch comes first: it was pushed before anything still on the stack.
-    if (batch_ != nullptr) {
-      message_header* tail = batch_;
-      while (tail->next != nullptr) tail = tail->next;
-      tail->next = fifo;
-      fifo = batch_;
-      batch_ = nullptr;
-    }
-    return fifo;
+    message_header* all = append(batch_, shared);
+    all = append(all, local_head_);
+    batch_ = local_head_ = local_tail_ = nullptr;
+    return all;
   }
 
   bool closed() const noexcept { return head_.load(std::memory_order_acquire) == closed_tag; }
 
  private:
+  static message_header* reverse(message_header* m) noexcept {
+    message_header* fifo = nullptr;
+    while (m != nullptr) {
+      message_header* next = m->next;
+      m->next = fifo;
+      fifo = m;
+      m = next;
+    }
+    return fifo;
+  }
+  static message_header* append(message_header* list, message_header* rest) noexcept {
+    if (list == nullptr) return rest;
+    message_header* tail = list;
+    while (tail->next != nullptr) tail = tail->next;
+    tail->next = rest;
+    return list;
+  }
+
   // Message slots are at least 16-byte aligned, so these small values never collide with a node.
   static constexpr std::uintptr_t empty_tag = 0;   // running or scheduled, nothing queued
   static constexpr std::uintptr_t idle_tag = 1;    // not scheduled: a push must wake the actor
   static constexpr std::uintptr_t closed_tag = 2;  // stopped: pushes are refused
 
-  alignas(64) std::atomic<std::uintptr_t> head_{idle_tag};
-  alignas(64) message_header* batch_ = nullptr;  // consumer-owned FIFO cache
+  std::atomic<std::uintptr_t> head_{idle_tag};
+
+ public:
+  Shared shared;
+
+ private:
+  char pad_[64 - sizeof(std::atomic<std::uintptr_t>) - sizeof(Shared)];
+  // Second cache line: the consumer's.
+  message_header* batch_ = nullptr;  // taken from head_, in FIFO order
+  message_header* local_head_ = nullptr;
+  message_header* local_tail_ = nullptr;
 };
 
 }  // namespace courier::detail

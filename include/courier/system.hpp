@@ -41,9 +41,16 @@ class system {
   template <class T, class... Args>
   actor_ref<T> spawn(Args&&... args) {
     static_assert(std::is_base_of_v<detail::actor_base, T>, "courier: spawn<T> needs T derived from courier::actor");
-    T* object = pool::make<T>(std::forward<Args>(args)...);
+    void* slot = pool::allocate(sizeof(T), pool::max_alignment);  // see actor_base: cache-line layout
+    T* object;
+    try {
+      object = ::new (slot) T(std::forward<Args>(args)...);
+    } catch (...) {
+      pool::deallocate(slot, sizeof(T), pool::max_alignment);
+      throw;
+    }
     detail::actor_base* base = object;
-    base->core_ = core_;
+    base->identity().core = core_;
     object->self_ = actor_ref<T>::adopt(base);  // the keep-alive reference
     detail::register_actor(core_, base);
     base->add_ref();

@@ -1,0 +1,96 @@
+// courier-bench: Courier and CAF 0.17 side by side on the same workloads, in the same run.
+//   courier-bench [--quick] [--runs N]
+// Prints one line per workload, "W1 self-send courier=<ops/s> caf=<ops/s> ratio=<courier/caf>",
+// each figure the median of N runs (default 5); --quick is the CI smoke run (sizes / 100, 1 run).
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+
+#include "bench_util.hpp"
+#include "caf_peer.hpp"
+#include "courier_workloads.hpp"
+#include "moodycamel_floor.hpp"
+
+namespace cs = courier_bench::courier_side;
+namespace cp = courier_bench::caf_peer;
+using courier_bench::median_of;
+
+namespace {
+
+struct figures {
+  double ops = 0;
+  double bytes_per_actor = 0;
+  double bytes_per_idle_actor = 0;
+  double allocations_per_op = 0;
+};
+
+template <class R>
+figures median_result(int runs, const std::function<R()>& f) {
+  figures out;
+  std::vector<R> all;
+  out.ops = median_of(runs, [&] {
+    all.push_back(f());
+    return all.back().ops_per_s;
+  });
+  for (const R& r : all) {
+    if (r.ops_per_s == out.ops || out.bytes_per_actor == 0) out.bytes_per_actor = r.bytes_per_actor;
+    if constexpr (requires { r.allocations_per_op; }) out.allocations_per_op = r.allocations_per_op;
+    if constexpr (requires { r.bytes_per_idle_actor; }) out.bytes_per_idle_actor = r.bytes_per_idle_actor;
+  }
+  return out;
+}
+
+void line(const char* name, const figures& courier, const figures& caf, const char* unit) {
+  const double ratio = caf.ops > 0 ? courier.ops / caf.ops : 0;
+  std::printf("%s courier=%.0f caf=%.0f ratio=%.2f\n", name, courier.ops, caf.ops, ratio);
+  std::printf("    courier %.1f ns/%s, caf %.1f ns/%s, courier heap allocations/%s=%.6f\n",
+              courier.ops > 0 ? 1e9 / courier.ops : 0.0, unit, caf.ops > 0 ? 1e9 / caf.ops : 0.0, unit, unit,
+              courier.allocations_per_op);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  int runs = 5;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) {
+      quick = true;
+      runs = 1;
+    } else if (std::strcmp(argv[i], "--runs") == 0 && i + 1 < argc) {
+      runs = std::atoi(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: %s [--quick] [--runs N]\n", argv[0]);
+      return 2;
+    }
+  }
+  cs::count_pool_chunks_as_heap();
+  const std::size_t div = quick ? 100 : 1;
+  const std::size_t w1 = 1'000'000 / div, w2 = 1'000'000 / div, w3 = 1'000'000 / div, w4 = 1'000'000 / div;
+  const std::size_t w5_actors = 503, w5_hops = 10'000'000 / div;
+
+  std::printf("machine: %s\n", courier_bench::machine_description().c_str());
+  std::printf("mode: %s, median of %d run(s) per figure\n", quick ? "quick" : "full", runs);
+
+  line("W1 self-send", median_result<cs::result>(runs, [&] { return cs::w1_self_send(w1); }),
+       median_result<cp::result>(runs, [&] { return cp::w1_self_send(w1); }), "msg");
+  line("W2 ping-pong", median_result<cs::result>(runs, [&] { return cs::w2_ping_pong(w2); }),
+       median_result<cp::result>(runs, [&] { return cp::w2_ping_pong(w2); }), "round-trip");
+  line("W3 fan-in", median_result<cs::result>(runs, [&] { return cs::w3_fan_in(w3 / 4, 4); }),
+       median_result<cp::result>(runs, [&] { return cp::w3_fan_in(w3 / 4, 4); }), "msg");
+  auto c4 = median_result<cs::result>(runs, [&] { return cs::w4_spawn(w4); });
+  auto f4 = median_result<cp::result>(runs, [&] { return cp::w4_spawn(w4); });
+  line("W4 spawn", c4, f4, "actor");
+  std::printf("    bytes per actor (peak, with its message queued): courier=%.0f caf=%.0f; courier per idle actor=%.0f\n",
+              c4.bytes_per_actor, f4.bytes_per_actor, c4.bytes_per_idle_actor);
+  line("W5 thread-ring", median_result<cs::result>(runs, [&] { return cs::w5_ring(w5_actors, w5_hops); }),
+       median_result<cp::result>(runs, [&] { return cp::w5_ring(w5_actors, w5_hops); }), "hop");
+
+  const std::size_t floor_n = 10'000'000 / div;
+  std::printf("floor: courier mailbox push+pop %.1f ns, moodycamel enqueue+dequeue %.1f ns (one thread)\n",
+              median_of(runs, [&] { return cs::mailbox_push_pop_ns(floor_n); }),
+              median_of(runs, [&] { return courier_bench::moodycamel_enqueue_dequeue_ns(floor_n); }));
+  return 0;
+}

@@ -1,0 +1,305 @@
+#include "courier_workloads.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <new>
+#include <vector>
+
+#include <courier/courier.hpp>
+
+#include "bench_util.hpp"
+
+namespace courier_bench::courier_side {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+/// Where the last handler records the end of a run and wakes the measuring thread.
+struct finish_line {
+  std::atomic<std::uint32_t> done{0};
+  clock_type::time_point end;
+
+  void finish() {
+    end = clock_type::now();
+    done.store(1, std::memory_order_release);
+    done.notify_all();
+  }
+  bool wait(std::chrono::seconds limit = std::chrono::seconds(120)) {
+    auto deadline = clock_type::now() + limit;
+    while (done.load(std::memory_order_acquire) == 0) {
+      if (clock_type::now() > deadline) {
+        std::fprintf(stderr, "courier-bench: WARNING: workload timed out; reporting 0\n");
+        return false;
+      }
+      // Sleeping (not spinning) keeps the measuring thread off the workers' cores.
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    return true;
+  }
+  double seconds_since(clock_type::time_point start) const {
+    return std::chrono::duration<double>(end - start).count();
+  }
+};
+
+std::uint64_t heap_events() {
+  // Pool chunks reach the counting operator new (count_pool_chunks_as_heap), large slots do not.
+  return courier_bench::allocation_count() + courier::pool::stats().large_allocations;
+}
+
+double rate(std::size_t ops, double seconds) { return seconds > 0 ? static_cast<double>(ops) / seconds : 0; }
+
+// W1 -------------------------------------------------------------------------------------------
+
+class self_sender : public courier::actor<self_sender, std::uint64_t> {
+ public:
+  explicit self_sender(finish_line* fl) : fl_(fl) {}
+  void on(std::uint64_t remaining) {
+    if (remaining == 0)
+      fl_->finish();
+    else
+      self().send(remaining - 1);
+  }
+
+ private:
+  finish_line* fl_;
+};
+
+// W2 -------------------------------------------------------------------------------------------
+
+struct ball {
+  std::uint64_t remaining;
+};
+class pinger;
+struct introduce {
+  courier::actor_ref<pinger> peer;
+};
+
+class ponger : public courier::actor<ponger, introduce, ball> {
+ public:
+  void on(const introduce& m) { peer_ = m.peer; }
+  void on(const ball& b);
+  void on_stop() { peer_.reset(); }
+
+ private:
+  courier::actor_ref<pinger> peer_;
+};
+
+class pinger : public courier::actor<pinger, ball> {
+ public:
+  pinger(finish_line* fl, courier::actor_ref<ponger> peer) : fl_(fl), peer_(std::move(peer)) {}
+  void on(const ball& b) {
+    if (b.remaining == 0)
+      fl_->finish();
+    else
+      peer_.send(ball{b.remaining - 1});
+  }
+  void on_stop() { peer_.reset(); }
+
+ private:
+  finish_line* fl_;
+  courier::actor_ref<ponger> peer_;
+};
+
+void ponger::on(const ball& b) { peer_.send(b); }
+
+// W3 -------------------------------------------------------------------------------------------
+
+class counter_sink : public courier::actor<counter_sink, std::uint32_t> {
+ public:
+  counter_sink(finish_line* fl, std::uint64_t expected) : fl_(fl), expected_(expected) {}
+  void on(std::uint32_t) {
+    if (++seen_ == expected_) fl_->finish();
+  }
+
+ private:
+  finish_line* fl_;
+  std::uint64_t expected_;
+  std::uint64_t seen_ = 0;
+};
+
+struct start_sending {
+  std::uint64_t count;
+};
+
+class fan_sender : public courier::actor<fan_sender, start_sending> {
+ public:
+  explicit fan_sender(courier::actor_ref<counter_sink> sink) : sink_(std::move(sink)) {}
+  void on(const start_sending& s) {
+    for (std::uint64_t i = 0; i < s.count; ++i) sink_.send(static_cast<std::uint32_t>(i));
+    stop();
+  }
+
+ private:
+  courier::actor_ref<counter_sink> sink_;
+};
+
+// W4 -------------------------------------------------------------------------------------------
+
+struct spawn_state {
+  std::atomic<std::uint64_t> remaining;
+  finish_line fl;
+};
+
+class one_shot : public courier::actor<one_shot, int> {
+ public:
+  explicit one_shot(spawn_state* st) : st_(st) {}
+  void on(int) {
+    if (st_->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) st_->fl.finish();
+    stop();
+  }
+
+ private:
+  spawn_state* st_;
+};
+
+// W5 -------------------------------------------------------------------------------------------
+
+class ring_node;
+struct link_to {
+  courier::actor_ref<ring_node> next;
+};
+struct token {
+  std::uint64_t hops_left;
+};
+
+class ring_node : public courier::actor<ring_node, link_to, token> {
+ public:
+  explicit ring_node(finish_line* fl) : fl_(fl) {}
+  void on(const link_to& l) { next_ = l.next; }
+  void on(const token& t) {
+    if (t.hops_left == 0)
+      fl_->finish();
+    else
+      next_.send(token{t.hops_left - 1});
+  }
+  void on_stop() { next_.reset(); }  // the ring is a reference cycle
+
+ private:
+  finish_line* fl_;
+  courier::actor_ref<ring_node> next_;
+};
+
+
+}  // namespace
+
+result w1_self_send(std::size_t n) {
+  courier::system sys;
+  finish_line fl;
+  auto a = sys.spawn<self_sender>(&fl);
+  auto events = heap_events();
+  auto t0 = clock_type::now();
+  a.send(std::uint64_t{n});
+  if (!fl.wait()) return {};
+  result r;
+  r.ops_per_s = rate(n, fl.seconds_since(t0));
+  r.allocations_per_op = static_cast<double>(heap_events() - events) / static_cast<double>(n);
+  return r;
+}
+
+result w2_ping_pong(std::size_t n) {
+  courier::system sys;
+  finish_line fl;
+  auto pong = sys.spawn<ponger>();
+  auto ping = sys.spawn<pinger>(&fl, pong);
+  pong.send(introduce{ping});
+  std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto events = heap_events();
+  auto t0 = clock_type::now();
+  pong.send(ball{n});  // pinger counts one per round trip
+  if (!fl.wait()) return {};
+  result r;
+  r.ops_per_s = rate(n, fl.seconds_since(t0));
+  r.allocations_per_op = static_cast<double>(heap_events() - events) / static_cast<double>(n);
+  return r;
+}
+
+result w3_fan_in(std::size_t per_sender, std::size_t senders) {
+  courier::system sys;
+  finish_line fl;
+  const std::uint64_t total = per_sender * senders;
+  auto sink = sys.spawn<counter_sink>(&fl, total);
+  std::vector<courier::actor_ref<fan_sender>> ss;
+  for (std::size_t i = 0; i < senders; ++i) ss.push_back(sys.spawn<fan_sender>(sink));
+  auto events = heap_events();
+  auto t0 = clock_type::now();
+  for (auto& s : ss) s.send(start_sending{per_sender});
+  if (!fl.wait()) return {};
+  result r;
+  r.ops_per_s = rate(total, fl.seconds_since(t0));
+  r.allocations_per_op = static_cast<double>(heap_events() - events) / static_cast<double>(total);
+  return r;
+}
+
+result w4_spawn(std::size_t n) {
+  courier::system sys;
+  spawn_state st;
+  st.remaining.store(n);
+  std::vector<courier::actor_ref<one_shot>> actors;
+  actors.reserve(n);  // allocated before the baseline is taken
+  auto base = courier_bench::live_bytes();
+  courier_bench::reset_peak();
+  auto events = heap_events();
+  auto t0 = clock_type::now();
+  for (std::size_t i = 0; i < n; ++i) actors.push_back(sys.spawn<one_shot>(&st));
+  auto idle = courier_bench::live_bytes();
+  for (auto& a : actors) {
+    a.send(1);
+    a.reset();  // drop our reference so the actor is freed once it stops
+  }
+  if (!st.fl.wait()) return {};
+  auto peak = courier_bench::peak_live_bytes();
+  result r;
+  r.ops_per_s = rate(n, st.fl.seconds_since(t0));
+  r.bytes_per_actor = peak > base ? static_cast<double>(peak - base) / static_cast<double>(n) : 0.0;
+  r.bytes_per_idle_actor = idle > base ? static_cast<double>(idle - base) / static_cast<double>(n) : 0.0;
+  r.allocations_per_op = static_cast<double>(heap_events() - events) / static_cast<double>(n);
+  return r;
+}
+
+result w5_ring(std::size_t count, std::size_t hops) {
+  courier::system sys;
+  finish_line fl;
+  std::vector<courier::actor_ref<ring_node>> ring;
+  ring.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) ring.push_back(sys.spawn<ring_node>(&fl));
+  for (std::size_t i = 0; i < count; ++i) ring[i].send(link_to{ring[(i + 1) % count]});
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  auto events = heap_events();
+  auto t0 = clock_type::now();
+  ring[0].send(token{hops});
+  if (!fl.wait()) return {};
+  result r;
+  r.ops_per_s = rate(hops, fl.seconds_since(t0));
+  r.allocations_per_op = static_cast<double>(heap_events() - events) / static_cast<double>(hops);
+  return r;
+}
+
+double mailbox_push_pop_ns(std::size_t n) {
+  courier::detail::mailbox box;
+  struct item {
+    std::uint64_t value;
+  };
+  std::uint64_t sum = 0;
+  // Warm the pool so the loop measures steady state.
+  courier::pool::destroy(courier::detail::make_message<item>(0, nullptr, item{0}));
+  auto t0 = clock_type::now();
+  for (std::size_t i = 0; i < n; ++i) {
+    (void)box.push(courier::detail::make_message<item>(0, nullptr, item{i}));
+    auto* m = static_cast<courier::detail::message_slot<item>*>(box.pop());
+    sum += m->value.value;
+    courier::pool::destroy(m);
+  }
+  auto t1 = clock_type::now();
+  if (sum == 42) std::puts("");  // keeps the loop from being optimised away
+  return std::chrono::duration<double, std::nano>(t1 - t0).count() / static_cast<double>(n);
+}
+
+void count_pool_chunks_as_heap() {
+  courier::pool::set_chunk_hooks(
+      {[](std::size_t size, std::size_t alignment) { return ::operator new(size, std::align_val_t{alignment}); },
+       [](void* p, std::size_t, std::size_t alignment) noexcept { ::operator delete(p, std::align_val_t{alignment}); }});
+}
+
+}  // namespace courier_bench::courier_side

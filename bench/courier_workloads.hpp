@@ -1,0 +1,30 @@
+// courier_workloads.hpp -- the Courier side of courier-bench: the same five workloads as
+// caf_peer.hpp, timed the same way (clock starts just before the first send; the handler of the
+// last message records the end time), each on a fresh courier::system with default workers.
+#pragma once
+
+#include <cstddef>
+
+namespace courier_bench::courier_side {
+
+struct result {
+  double ops_per_s = 0;
+  double bytes_per_actor = 0;       ///< peak heap during the run (actors, messages, queues) per actor
+  double bytes_per_idle_actor = 0;  ///< heap after spawning, before any message, per actor
+  double allocations_per_op = 0;  ///< global operator new calls + pool chunk/large allocations, per op
+};
+
+result w1_self_send(std::size_t n);
+result w2_ping_pong(std::size_t n);
+result w3_fan_in(std::size_t per_sender, std::size_t senders = 4);
+result w4_spawn(std::size_t n);
+result w5_ring(std::size_t actors, std::size_t hops);
+
+/// One thread pushes a pooled message into a mailbox and pops it again, n times: the floor the
+/// moodycamel queue is compared with. ns per push+pop.
+double mailbox_push_pop_ns(std::size_t n);
+
+/// Routes pool chunks through the global operator new so the counting allocator sees them.
+void count_pool_chunks_as_heap();
+
+}  // namespace courier_bench::courier_side
