@@ -66,7 +66,6 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  cs::count_pool_chunks_as_heap();
   const std::size_t div = quick ? 100 : 1;
   const std::size_t w1 = 1'000'000 / div, w2 = 1'000'000 / div, w3 = 1'000'000 / div, w4 = 1'000'000 / div;
   const std::size_t w5_actors = 503, w5_hops = 10'000'000 / div;

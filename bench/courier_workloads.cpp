@@ -43,9 +43,16 @@ struct finish_line {
   }
 };
 
+// Pool chunks come from mimalloc, past the counting operator new: both are added up here.
 std::uint64_t heap_events() {
-  // Pool chunks reach the counting operator new (count_pool_chunks_as_heap), large slots do not.
-  return courier_bench::allocation_count() + courier::pool::stats().large_allocations;
+  auto s = courier::pool::stats();
+  return courier_bench::allocation_count() + s.chunks_allocated + s.large_allocations;
+}
+
+/// Heap bytes in use: operator new's live bytes plus every pool chunk (chunks are kept for reuse,
+/// so this is also their peak).
+std::uint64_t footprint(std::uint64_t operator_new_bytes) {
+  return operator_new_bytes + courier::pool::stats().chunks_allocated * courier::pool::chunk_size;
 }
 
 double rate(std::size_t ops, double seconds) { return seconds > 0 ? static_cast<double>(ops) / seconds : 0; }
@@ -238,18 +245,18 @@ result w4_spawn(std::size_t n) {
   st.remaining.store(n);
   std::vector<courier::actor_ref<one_shot>> actors;
   actors.reserve(n);  // allocated before the baseline is taken
-  auto base = courier_bench::live_bytes();
+  auto base = footprint(courier_bench::live_bytes());
   courier_bench::reset_peak();
   auto events = heap_events();
   auto t0 = clock_type::now();
   for (std::size_t i = 0; i < n; ++i) actors.push_back(sys.spawn<one_shot>(&st));
-  auto idle = courier_bench::live_bytes();
+  auto idle = footprint(courier_bench::live_bytes());
   for (auto& a : actors) {
     a.send(1);
     a.reset();  // drop our reference so the actor is freed once it stops
   }
   if (!st.fl.wait()) return {};
-  auto peak = courier_bench::peak_live_bytes();
+  auto peak = footprint(courier_bench::peak_live_bytes());
   result r;
   r.ops_per_s = rate(n, st.fl.seconds_since(t0));
   r.bytes_per_actor = peak > base ? static_cast<double>(peak - base) / static_cast<double>(n) : 0.0;
@@ -294,12 +301,6 @@ double mailbox_push_pop_ns(std::size_t n) {
   auto t1 = clock_type::now();
   if (sum == 42) std::puts("");  // keeps the loop from being optimised away
   return std::chrono::duration<double, std::nano>(t1 - t0).count() / static_cast<double>(n);
-}
-
-void count_pool_chunks_as_heap() {
-  courier::pool::set_chunk_hooks(
-      {[](std::size_t size, std::size_t alignment) { return ::operator new(size, std::align_val_t{alignment}); },
-       [](void* p, std::size_t, std::size_t alignment) noexcept { ::operator delete(p, std::align_val_t{alignment}); }});
 }
 
 }  // namespace courier_bench::courier_side

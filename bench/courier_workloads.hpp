@@ -24,7 +24,4 @@ result w5_ring(std::size_t actors, std::size_t hops);
 /// moodycamel queue is compared with. ns per push+pop.
 double mailbox_push_pop_ns(std::size_t n);
 
-/// Routes pool chunks through the global operator new so the counting allocator sees them.
-void count_pool_chunks_as_heap();
-
 }  // namespace courier_bench::courier_side

@@ -1,0 +1,156 @@
+// courier-wire-bench: single-thread encode and decode throughput of a small call frame (a token plus five
+// int32 items, like the seeds' perf test), coalesced into 64 KiB buffers as a connection would write them.
+//
+// Prints exactly two result lines, the medians of 5 runs:
+//   wire-encode frames_per_s=<n>
+//   wire-decode frames_per_s=<n>
+// then '#' lines with the CPU, GB/s and allocations per frame (counted by the global operator new below).
+// --quick: a smoke run of well under 2 s.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "courier/wire.hpp"
+
+namespace {
+std::atomic<long> allocations{0};
+}
+
+void* operator new(std::size_t n) {
+  allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  allocations.fetch_add(1, std::memory_order_relaxed);
+  return std::malloc(n == 0 ? 1 : n);
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace w = courier::wire;
+
+namespace {
+
+struct add5 {
+  static constexpr courier::token token{"ADD_"};
+  std::int32_t a = 0, b = 0, c = 0, d = 0, e = 0;
+  auto fields() { return std::tie(a, b, c, d, e); }
+  auto fields() const { return std::tie(a, b, c, d, e); }
+};
+
+constexpr std::size_t batch_bytes = 64 * 1024;
+
+struct run_result {
+  double frames_per_s;
+  double bytes_per_s;
+  double allocs_per_frame;
+};
+
+template <class F>
+run_result measure(std::size_t frames, std::size_t frame_bytes, F&& body) {
+  const long a0 = allocations.load();
+  const auto t0 = std::chrono::steady_clock::now();
+  body();
+  const auto t1 = std::chrono::steady_clock::now();
+  const long a1 = allocations.load();
+  const double s = std::chrono::duration<double>(t1 - t0).count();
+  return {frames / s, static_cast<double>(frames * frame_bytes) / s, static_cast<double>(a1 - a0) / frames};
+}
+
+run_result median(std::vector<run_result> runs) {
+  std::sort(runs.begin(), runs.end(), [](auto& x, auto& y) { return x.frames_per_s < y.frames_per_s; });
+  return runs[runs.size() / 2];
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  }
+  return "unknown";
+}
+
+volatile std::int64_t sink;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  const std::size_t total_frames = quick ? 2'000'000 : 50'000'000;
+  const int runs = 5;
+
+  w::out_buffer probe;
+  if (!w::encode(probe, add5{}, {w::kind::call, 1, 0})) return 1;
+  const std::size_t frame_bytes = probe.size();
+  const std::size_t per_batch = batch_bytes / frame_bytes;
+  const std::size_t batches = total_frames / per_batch;
+  const std::size_t frames = batches * per_batch;
+
+  // Encode: fill a 64 KiB buffer with frames, "write" it (here: nothing), clear it, again.
+  w::out_buffer out(batch_bytes);
+  std::vector<run_result> enc;
+  for (int r = 0; r < runs + 1; ++r) {
+    auto res = measure(frames, frame_bytes, [&] {
+      std::uint64_t txn = 0;
+      for (std::size_t b = 0; b < batches; ++b) {
+        out.clear();
+        for (std::size_t i = 0; i < per_batch; ++i) {
+          ++txn;
+          const auto v = static_cast<std::int32_t>(txn);
+          if (!w::encode(out, add5{v, v + 1, v + 2, v + 3, v + 4}, {w::kind::call, txn, 0})) std::abort();
+        }
+        sink = static_cast<std::int64_t>(out.data()[out.size() - 1]);
+      }
+    });
+    if (r > 0) enc.push_back(res);  // the first run warms caches and the buffer
+  }
+
+  // Decode: the same 64 KiB of frames, fed whole to the decoder, each frame decoded into an add5.
+  out.clear();
+  for (std::size_t i = 0; i < per_batch; ++i) {
+    const auto v = static_cast<std::int32_t>(i);
+    if (!w::encode(out, add5{v, v, v, v, v}, {w::kind::call, i + 1, 0})) return 1;
+  }
+  const auto input = out.view();
+  w::decoder dec;
+  std::vector<run_result> decs;
+  for (int r = 0; r < runs + 1; ++r) {
+    auto res = measure(frames, frame_bytes, [&] {
+      std::int64_t sum = 0;
+      std::size_t n = 0;
+      add5 m;
+      for (std::size_t b = 0; b < batches; ++b) {
+        dec.feed(input);
+        for (;;) {
+          auto f = dec.next();
+          if (!f) break;
+          if (!w::decode(*f, m)) std::abort();
+          sum += m.a + m.e;
+          ++n;
+        }
+      }
+      if (n != frames) std::abort();
+      sink = sum;
+    });
+    if (r > 0) decs.push_back(res);
+  }
+
+  const auto e = median(enc);
+  const auto d = median(decs);
+  std::printf("wire-encode frames_per_s=%.0f\n", e.frames_per_s);
+  std::printf("wire-decode frames_per_s=%.0f\n", d.frames_per_s);
+  std::printf("# cpu: %s; one thread; %zu-byte call frames (token + 5 x int32) in %zu KiB buffers%s\n",
+              cpu_model().c_str(), frame_bytes, batch_bytes / 1024, quick ? "; --quick" : "");
+  std::printf("# wire-encode: %.2f GB/s, %.3f allocations/frame\n", e.bytes_per_s / 1e9, e.allocs_per_frame);
+  std::printf("# wire-decode: %.2f GB/s, %.3f allocations/frame\n", d.bytes_per_s / 1e9, d.allocs_per_frame);
+  return 0;
+}
