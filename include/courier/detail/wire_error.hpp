@@ -5,7 +5,7 @@
 #include <system_error>
 #include <type_traits>
 #include <utility>
-#include <variant>
+#include <new>
 
 namespace courier::wire {
 
@@ -77,7 +77,7 @@ enum class item_type : std::uint8_t {
 ///
 /// Thread-safety: a value type.
 struct error {
-  errc code = errc::need_more;
+  errc code{};  // errc{} (0, no enumerator) means "no error"
   item_type expected = item_type::none;  // meaningful for type_mismatch / no_more_items
   item_type actual = item_type::none;    // for type_mismatch; for unknown_type_tag the raw tag byte
   std::uint32_t offset = 0;              // byte offset in the frame body (or in the input for header errors)
@@ -97,46 +97,66 @@ template <class T>
 class [[nodiscard]] result {
  public:
   result(T value) noexcept(std::is_nothrow_move_constructible_v<T>)  // NOLINT: implicit by design
-      : state_(std::in_place_index<0>, std::move(value)) {}
-  result(error e) noexcept : state_(std::in_place_index<1>, e) {}  // NOLINT
-  result(errc c) noexcept : state_(std::in_place_index<1>, error{c}) {}  // NOLINT
+      : value_(std::move(value)), ok_(true) {}
+  result(error e) noexcept : error_(e), ok_(false) {}         // NOLINT
+  result(errc c) noexcept : error_{c}, ok_(false) {}          // NOLINT
 
-  [[nodiscard]] bool has_value() const noexcept { return state_.index() == 0; }
-  explicit operator bool() const noexcept { return has_value(); }
+  // A union rather than std::variant: for the scalars the reader returns, the variant's byte-wise index
+  // and storage went through the stack and cost a store-forwarding stall per item in the decode benchmark.
+  result(const result& o) requires std::is_trivially_copy_constructible_v<T> = default;
+  result(const result& o) noexcept(std::is_nothrow_copy_constructible_v<T>) : ok_(o.ok_) {
+    if (ok_) ::new (&value_) T(o.value_); else ::new (&error_) error(o.error_);
+  }
+  result(result&& o) requires std::is_trivially_move_constructible_v<T> = default;
+  result(result&& o) noexcept(std::is_nothrow_move_constructible_v<T>) : ok_(o.ok_) {
+    if (ok_) ::new (&value_) T(std::move(o.value_)); else ::new (&error_) error(o.error_);
+  }
+  result& operator=(const result&) = delete;
+  result& operator=(result&&) = delete;
+  ~result() requires std::is_trivially_destructible_v<T> = default;
+  ~result() {
+    if (ok_) value_.~T();
+  }
+
+  [[nodiscard]] bool has_value() const noexcept { return ok_; }
+  explicit operator bool() const noexcept { return ok_; }
 
   // Unchecked, like std::expected: call only after has_value().
-  [[nodiscard]] T& value() & noexcept { return *std::get_if<0>(&state_); }
-  [[nodiscard]] const T& value() const& noexcept { return *std::get_if<0>(&state_); }
+  [[nodiscard]] T& value() & noexcept { return value_; }
+  [[nodiscard]] const T& value() const& noexcept { return value_; }
   // By value from an rvalue: `for (auto x : *r.read<...>())` must not leave a reference into a dead temporary.
-  [[nodiscard]] T value() && noexcept(std::is_nothrow_move_constructible_v<T>) { return std::move(*std::get_if<0>(&state_)); }
-  T& operator*() & noexcept { return value(); }
-  const T& operator*() const& noexcept { return value(); }
-  T operator*() && noexcept(std::is_nothrow_move_constructible_v<T>) { return std::move(*std::get_if<0>(&state_)); }
-  T* operator->() noexcept { return std::get_if<0>(&state_); }
-  const T* operator->() const noexcept { return std::get_if<0>(&state_); }
+  [[nodiscard]] T value() && noexcept(std::is_nothrow_move_constructible_v<T>) { return std::move(value_); }
+  T& operator*() & noexcept { return value_; }
+  const T& operator*() const& noexcept { return value_; }
+  T operator*() && noexcept(std::is_nothrow_move_constructible_v<T>) { return std::move(value_); }
+  T* operator->() noexcept { return &value_; }
+  const T* operator->() const noexcept { return &value_; }
 
-  [[nodiscard]] const error& err() const noexcept { return *std::get_if<1>(&state_); }
-  [[nodiscard]] errc code() const noexcept { return has_value() ? errc{} : err().code; }
+  [[nodiscard]] const error& err() const noexcept { return error_; }
+  [[nodiscard]] errc code() const noexcept { return ok_ ? errc{} : error_.code; }
 
  private:
-  std::variant<T, error> state_;
+  union {
+    T value_;
+    error error_;
+  };
+  bool ok_;
 };
 
 template <>
 class [[nodiscard]] result<void> {
  public:
   result() noexcept = default;
-  result(error e) noexcept : error_(e), failed_(true) {}  // NOLINT
-  result(errc c) noexcept : error_{c}, failed_(true) {}   // NOLINT
+  result(error e) noexcept : error_(e) {}   // NOLINT
+  result(errc c) noexcept : error_{c} {}    // NOLINT
 
-  [[nodiscard]] bool has_value() const noexcept { return !failed_; }
-  explicit operator bool() const noexcept { return !failed_; }
+  [[nodiscard]] bool has_value() const noexcept { return error_.code == errc{}; }
+  explicit operator bool() const noexcept { return has_value(); }
   [[nodiscard]] const error& err() const noexcept { return error_; }
-  [[nodiscard]] errc code() const noexcept { return failed_ ? error_.code : errc{}; }
+  [[nodiscard]] errc code() const noexcept { return error_.code; }
 
  private:
-  error error_{};
-  bool failed_ = false;
+  error error_{};  // code errc{}: success
 };
 
 }  // namespace courier::wire

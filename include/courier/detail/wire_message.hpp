@@ -82,63 +82,69 @@ void write_value(frame_writer& w, const T& v) {
 }
 
 template <class Tuple>
-result<void> read_fields(reader& r, Tuple&& fields);
+bool read_fields(reader& r, Tuple&& fields, error& err);
 
+// Returns false and sets err on failure: a plain bool keeps the per-field path in registers, where a
+// result<void> per field went through the stack.
 template <class T>
-result<void> read_value(reader& r, T& v) {
+bool read_value(reader& r, T& v, error& err) {
+  auto check = [&err](auto&& x) {
+    if (x) [[likely]]
+      return true;
+    err = x.err();
+    return false;
+  };
   if constexpr (std::is_enum_v<T>) {
     auto x = r.read<std::underlying_type_t<T>>();
-    if (!x) return x.err();
+    if (!check(x)) return false;
     v = static_cast<T>(*x);
   } else if constexpr (scalar<T>) {
     auto x = r.read<T>();
-    if (!x) return x.err();
+    if (!check(x)) return false;
     v = *x;
   } else if constexpr (std::is_same_v<T, std::string>) {
     // Assigning into the existing string reuses its capacity: no allocation once it is large enough.
     auto x = r.read<std::string_view>();
-    if (!x) return x.err();
+    if (!check(x)) return false;
     v.assign(x->data(), x->size());
   } else if constexpr (std::is_same_v<T, std::string_view> || std::is_same_v<T, std::span<const std::byte>>) {
     auto x = r.read<T>();
-    if (!x) return x.err();
+    if (!check(x)) return false;
     v = *x;
   } else if constexpr (std::is_same_v<T, std::vector<std::byte>>) {
     auto x = r.read<std::span<const std::byte>>();
-    if (!x) return x.err();
+    if (!check(x)) return false;
     v.assign(x->begin(), x->end());
   } else if constexpr (is_vector<T>::value) {
-    if (auto ok = r.begin_list(); !ok) return ok;
+    if (!check(r.begin_list())) return false;
     // Grown one element at a time, never reserved from the wire: the frame size bounds the total.
     std::size_t n = 0;
     while (r.has_more()) {
       if (n == v.size()) v.emplace_back();
-      if (auto ok = read_value(r, v[n]); !ok) return ok;
+      if (!read_value(r, v[n], err)) return false;
       ++n;
     }
     v.resize(n);
-    return r.end_list();
+    return check(r.end_list());
   } else if constexpr (is_array<T>::value) {
-    if (auto ok = r.begin_list(); !ok) return ok;
+    if (!check(r.begin_list())) return false;
     for (auto& e : v) {
-      if (auto ok = read_value(r, e); !ok) return ok;
+      if (!read_value(r, e, err)) return false;
     }
-    return r.end_list();
+    return check(r.end_list());
   } else if constexpr (has_fields<T>) {
-    if (auto ok = r.begin_list(); !ok) return ok;
-    if (auto ok = read_fields(r, v.fields()); !ok) return ok;
-    return r.end_list();
+    if (!check(r.begin_list())) return false;
+    if (!read_fields(r, v.fields(), err)) return false;
+    return check(r.end_list());
   } else {
     static_assert(always_false<T>, "courier::wire: this field type has no wire mapping (see wire_message.hpp)");
   }
-  return {};
+  return true;
 }
 
 template <class Tuple>
-result<void> read_fields(reader& r, Tuple&& fields) {
-  result<void> out;
-  std::apply([&](auto&... f) { (void)((out = read_value(r, f), out.has_value()) && ...); }, fields);
-  return out;
+bool read_fields(reader& r, Tuple&& fields, error& err) {
+  return std::apply([&](auto&... f) { return (read_value(r, f, err) && ...); }, fields);
 }
 
 }  // namespace detail
@@ -160,7 +166,9 @@ template <message M>
 [[nodiscard]] result<void> decode(const frame_view& frame, M& msg) {
   if (frame.token() != courier::token(M::token)) return errc::token_mismatch;
   reader r = frame.items();
-  if (auto ok = detail::read_fields(r, msg.fields()); !ok) return ok;
+  error err;
+  if (!detail::read_fields(r, msg.fields(), err)) [[unlikely]]
+    return err;
   if (r.peek() != item_type::none) return error{errc::trailing_items, item_type::none, r.peek(), r.offset()};
   return {};
 }
