@@ -1,0 +1,241 @@
+// Zero heap allocations per message in steady state, proved with a counting global allocator:
+// every operator new in the process (all threads) is counted, and so are pool chunks and large
+// slots, which come from the pool's hook instead.
+#include "courier/courier.hpp"
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "watchdog.hpp"
+
+namespace {
+
+std::atomic<std::uint64_t> operator_new_calls{0};
+
+void* counted(std::size_t n) {
+  operator_new_calls.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+
+void* counted_aligned(std::size_t n, std::size_t alignment) {
+  operator_new_calls.fetch_add(1, std::memory_order_relaxed);
+  void* p = nullptr;
+  if (posix_memalign(&p, alignment < sizeof(void*) ? sizeof(void*) : alignment, n == 0 ? 1 : n) == 0) return p;
+  throw std::bad_alloc();
+}
+
+}  // namespace
+
+void* operator new(std::size_t n) { return counted(n); }
+void* operator new[](std::size_t n) { return counted(n); }
+void* operator new(std::size_t n, std::align_val_t a) { return counted_aligned(n, static_cast<std::size_t>(a)); }
+void* operator new[](std::size_t n, std::align_val_t a) { return counted_aligned(n, static_cast<std::size_t>(a)); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  operator_new_calls.fetch_add(1, std::memory_order_relaxed);
+  return std::malloc(n == 0 ? 1 : n);
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+
+namespace {
+
+/// Heap events anywhere in the process: operator new calls plus chunks and large slots that
+/// the pool took from its hook.
+std::uint64_t heap_events() {
+  auto s = courier::pool::stats();
+  return operator_new_calls.load(std::memory_order_relaxed) + s.chunks_allocated + s.large_allocations;
+}
+
+struct tick {
+  std::uint64_t n;
+};
+struct total {};
+
+class sink : public courier::actor<sink, tick, total> {
+ public:
+  void on(const tick& t) {
+    sum_ += t.n;
+    seen_.fetch_add(1, std::memory_order_release);
+  }
+  std::uint64_t on(const total&) { return sum_; }
+  std::atomic<std::uint64_t>& seen() { return seen_; }
+
+ private:
+  std::uint64_t sum_ = 0;
+  std::atomic<std::uint64_t> seen_{0};
+};
+
+// Sends in bursts and waits for the receiver to catch up, so the number of messages in flight
+// (and with it the pool's working set) is bounded, as it is in any steady state.
+void send_bursts(const courier::actor_ref<sink>& to, std::atomic<std::uint64_t>& seen, std::uint64_t bursts) {
+  for (std::uint64_t b = 0; b < bursts; ++b) {
+    const std::uint64_t target = seen.load() + 256;
+    for (int i = 0; i < 256; ++i) REQUIRE(to.send(tick{1}));
+    while (seen.load(std::memory_order_acquire) < target) std::this_thread::yield();
+  }
+}
+
+struct ask_loop_start {
+  std::uint64_t rounds;
+};
+struct value_request {
+  std::uint64_t n;
+};
+
+class responder : public courier::actor<responder, value_request> {
+ public:
+  std::uint64_t on(const value_request& r) { return r.n + 1; }
+};
+
+/// Makes `rounds` requests one after another, each continuing in the reply handler.
+class requester : public courier::actor<requester, ask_loop_start> {
+ public:
+  requester(courier::actor_ref<responder> peer, std::atomic<std::uint64_t>* done, bool with_timeout)
+      : peer_(std::move(peer)), done_(done), with_timeout_(with_timeout) {}
+  void on(const ask_loop_start& s) {
+    remaining_ = s.rounds;
+    next();
+  }
+  void on_stop() { peer_.reset(); }
+
+ private:
+  void next() {
+    if (remaining_ == 0) {
+      done_->fetch_add(1, std::memory_order_release);
+      return;
+    }
+    --remaining_;
+    auto timeout = with_timeout_ ? courier::timespan(std::chrono::seconds(30)) : courier::infinite;
+    peer_.request(value_request{remaining_}, timeout)
+        .then([this](std::uint64_t v) {
+                if (v != remaining_ + 1) failures_++;
+                next();
+              },
+              [this](const courier::error&) { failures_++; });
+  }
+  courier::actor_ref<responder> peer_;
+  std::atomic<std::uint64_t>* done_;
+  bool with_timeout_;
+  std::uint64_t remaining_ = 0;
+
+ public:
+  std::uint64_t failures_ = 0;
+};
+
+void wait_for(std::atomic<std::uint64_t>& counter, std::uint64_t value) {
+  while (counter.load(std::memory_order_acquire) < value) std::this_thread::yield();
+}
+
+struct ball {
+  std::uint64_t remaining;
+};
+class player;
+struct partner {
+  courier::actor_ref<player> other;
+};
+
+class player : public courier::actor<player, partner, ball> {
+ public:
+  explicit player(std::atomic<std::uint64_t>* done) : done_(done) {}
+  void on(const partner& p) { other_ = p.other; }
+  void on(const ball& b) {
+    if (b.remaining == 0)
+      done_->fetch_add(1, std::memory_order_release);
+    else
+      other_.send(ball{b.remaining - 1});
+  }
+  void on_stop() { other_.reset(); }
+
+ private:
+  std::atomic<std::uint64_t>* done_;
+  courier::actor_ref<player> other_;
+};
+
+}  // namespace
+
+TEST_CASE("one-way sends from another thread allocate nothing in steady state", "[allocation]") {
+  courier_test::watchdog wd{"allocation: send", std::chrono::seconds(60)};
+  courier::system sys;
+  auto s = sys.spawn<sink>();
+  auto& seen = static_cast<sink*>(static_cast<courier::detail::actor_base*>(s.base()))->seen();
+  send_bursts(s, seen, 200);  // warm-up: pool chunks, queue blocks, thread heaps
+  const auto before = heap_events();
+  send_bursts(s, seen, 400);  // 102,400 messages
+  const auto after = heap_events();
+  CHECK(after - before == 0);
+  auto sum = s.ask(total{}, std::chrono::seconds(10));
+  REQUIRE(sum);
+  CHECK(*sum == 600u * 256u);
+}
+
+TEST_CASE("request and reply between actors allocate nothing in steady state", "[allocation]") {
+  courier_test::watchdog wd{"allocation: request", std::chrono::seconds(60)};
+  for (bool with_timeout : {false, true}) {
+    INFO("with a time-out: " << with_timeout);
+    courier::system sys;
+    std::atomic<std::uint64_t> done{0};
+    auto r = sys.spawn<responder>();
+    auto q = sys.spawn<requester>(r, &done, with_timeout);
+    q.send(ask_loop_start{20'000});  // warm-up
+    wait_for(done, 1);
+    const auto before = heap_events();
+    q.send(ask_loop_start{100'000});
+    wait_for(done, 2);
+    const auto after = heap_events();
+    CHECK(after - before == 0);
+    CHECK(static_cast<requester*>(static_cast<courier::detail::actor_base*>(q.base()))->failures_ == 0);
+  }
+}
+
+TEST_CASE("ping-pong between actors and blocking ask across threads allocate nothing", "[allocation]") {
+  courier_test::watchdog wd{"allocation: ping-pong", std::chrono::seconds(60)};
+  courier::system sys;
+  // Warm-up: several pairs at once, so every worker's heap has served this message size (a
+  // thread's first slot of a size class carves a chunk; that is start-up, not steady state).
+  std::atomic<std::uint64_t> warm{0};
+  std::vector<courier::actor_ref<player>> warmers;
+  for (int i = 0; i < 8; ++i) warmers.push_back(sys.spawn<player>(&warm));
+  for (int i = 0; i < 8; i += 2) {
+    warmers[i].send(partner{warmers[i + 1]});
+    warmers[i + 1].send(partner{warmers[i]});
+    warmers[i].send(ball{50'000});
+  }
+  wait_for(warm, 4);
+
+  std::atomic<std::uint64_t> done{0};
+  auto a = sys.spawn<player>(&done);
+  auto b = sys.spawn<player>(&done);
+  a.send(partner{b});
+  b.send(partner{a});
+  a.send(ball{50'000});
+  wait_for(done, 1);
+  auto before = heap_events();
+  const auto chunks_before = courier::pool::stats().chunks_allocated;
+  a.send(ball{200'000});
+  wait_for(done, 2);
+  INFO("pool chunks: " << courier::pool::stats().chunks_allocated - chunks_before);
+  CHECK(heap_events() - before == 0);
+
+  // The caller's thread and a worker thread ping-pong through ask().
+  auto r = sys.spawn<responder>();
+  for (std::uint64_t i = 0; i < 2'000; ++i) REQUIRE(r.ask(value_request{i}, std::chrono::seconds(10)));
+  before = heap_events();
+  for (std::uint64_t i = 0; i < 20'000; ++i) {
+    auto v = r.ask(value_request{i}, std::chrono::seconds(10));
+    REQUIRE(v);
+    REQUIRE(*v == i + 1);
+  }
+  CHECK(heap_events() - before == 0);
+}
