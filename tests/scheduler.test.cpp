@@ -1,0 +1,5 @@
+#include "courier/scheduler.hpp"
+
+#include <catch2/catch.hpp>
+
+TEST_CASE("scheduler placeholder", "[scheduler]") { SUCCEED(); }

@@ -1,0 +1,65 @@
+#pragma once
+/// @file
+/// A hang must fail fast and say where it happened: `courier_test::watchdog wd{"label", 20s};` at the
+/// top of a test starts a thread that aborts the process, naming the label, unless the watchdog is
+/// destroyed (the test finished) first. CTest's own timeout is the backstop; this one names the test.
+///
+/// Thread-safety: one watchdog per scope; it is not meant to be shared.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+
+namespace courier_test {
+
+class watchdog {
+ public:
+  explicit watchdog(std::string label, std::chrono::milliseconds limit = std::chrono::seconds(20))
+      : label_(std::move(label)), thread_([this, limit] { watch(limit); }) {}
+  explicit watchdog(std::chrono::milliseconds limit) : watchdog("(unnamed test)", limit) {}
+  watchdog(const watchdog&) = delete;
+  watchdog& operator=(const watchdog&) = delete;
+
+  ~watchdog() {
+    {
+      std::lock_guard lock(mutex_);
+      done_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  void watch(std::chrono::milliseconds limit) {
+    std::unique_lock lock(mutex_);
+    if (wake_.wait_for(lock, limit, [this] { return done_; })) return;
+    std::fprintf(stderr, "\nwatchdog: test '%s' did not finish within %lld ms; aborting\n", label_.c_str(),
+                 static_cast<long long>(limit.count()));
+    std::fflush(stderr);
+    std::abort();
+  }
+
+  std::string label_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool done_ = false;
+  std::thread thread_;  // last: starts once the members it reads exist
+};
+
+/// Polls `done` every millisecond until it holds or `limit` passes; returns its last value.
+template <class Predicate>
+bool eventually(Predicate done, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= until) return done();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+}  // namespace courier_test
