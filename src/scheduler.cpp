@@ -197,7 +197,10 @@ void system_core::stop_workers(bool join) {
 bool system_core::run_one(std::uint32_t budget) {
   actor_base* a = nullptr;
   if (!injection.try_dequeue(a)) return false;
-  if (a->resume(budget) == resume_result::reschedule) injection.enqueue(a);
+  if (a->resume(budget) == resume_result::reschedule) {
+    injection.enqueue(a);
+    signal_fd();  // still has work: a host waiting on wake_fd must come back for it
+  }
   return true;
 }
 
