@@ -51,7 +51,10 @@ class mailbox {
     for (;;) {
       if (top == closed_tag) return push_result::closed;
       msg->next = top <= idle_tag ? nullptr : reinterpret_cast<message_header*>(top);
-      if (head_.compare_exchange_weak(top, reinterpret_cast<std::uintptr_t>(msg), std::memory_order_release,
+      // acq_rel, not release: a push that wakes the reader must acquire the consumer's last
+      // try_block, so the thread that runs the actor next (scheduled by this producer) sees the
+      // consumer-side fields (batch_, local list) the previous run left behind.
+      if (head_.compare_exchange_weak(top, reinterpret_cast<std::uintptr_t>(msg), std::memory_order_acq_rel,
                                       std::memory_order_relaxed))
         return top == idle_tag ? push_result::woke_reader : push_result::queued;
     }
