@@ -281,6 +281,27 @@ TEST_CASE("request from a handler: the reply runs the continuation later, inside
   CHECK(log.ran_in_actor == std::vector<bool>{true});
 }
 
+TEST_CASE("request from a handler to a stopped actor: the error continuation runs in the requester",
+          "[actor][deterministic]") {
+  courier_test::watchdog wd("request from handler to stopped");
+  fetch_log log;
+  courier::system sys{courier::config::deterministic()};
+  auto c = sys.spawn<counter>();
+  auto r = sys.spawn<requester>(&log);
+  c.send(quit{});
+  sys.run_until_idle();
+  REQUIRE(sys.live_actors() == 1);
+  r.send(fetch{c, 10s});
+  REQUIRE(sys.run_one());  // fetch: the request is refused, its error queued to the requester
+  CHECK(log.settled() == 0);
+  REQUIRE(sys.run_one());  // the error runs the continuation
+  REQUIRE(log.errors.size() == 1);
+  CHECK(log.errors[0] == errc::actor_stopped);
+  CHECK(log.ran_in_actor == std::vector<bool>{true});
+  CHECK(log.values.empty());
+  CHECK(sys.dead_letters() == 1);
+}
+
 // ----------------------------------------------------------------------------------------------
 // Time-outs
 
