@@ -11,6 +11,18 @@
 
 #include "system_core.hpp"
 
+#if defined(__SANITIZE_THREAD__)
+// moodycamel::ConcurrentQueue (the injection queue) publishes recycled blocks with relaxed loads
+// plus std::atomic_thread_fence, which ThreadSanitizer does not model; it reports a race between
+// an enqueue into a reused block and the dequeue that emptied it (upstream
+// cameron314/concurrentqueue#254, #49: a known false positive). Only frames inside the queue are
+// suppressed; races in Courier itself still fail. Weak, so a program's own suppressions win.
+extern "C" __attribute__((weak)) const char* __tsan_default_suppressions() {
+  return "race:moodycamel::ConcurrentQueue<*>::ImplicitProducer::enqueue\n"
+         "race:moodycamel::ConcurrentQueue<*>::ImplicitProducer::dequeue\n";
+}
+#endif
+
 namespace courier::detail {
 
 // ---------------------------------------------------------------------------------------------
@@ -132,7 +144,12 @@ void worker::run() {
         continue;
       }
     }
-    if (a->resume(budget) == resume_result::reschedule) push_local(a);
+    resume_result r = a->resume(budget);
+    // An actor that used up its turn while nothing else waits here gets another turn at once:
+    // queueing it would only wake an idle worker to steal it back and forth.
+    while (r == resume_result::reschedule && next == nullptr && local.empty() && core->injection.size_approx() == 0)
+      r = a->resume(budget);
+    if (r == resume_result::reschedule) push_local(a);
   }
   this_worker = nullptr;
 }

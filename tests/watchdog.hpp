@@ -23,18 +23,6 @@
 #endif
 #endif
 
-#if defined(COURIER_TEST_TSAN)
-// moodycamel::ConcurrentQueue (the scheduler's injection queue) publishes recycled blocks with
-// relaxed loads plus std::atomic_thread_fence, which ThreadSanitizer does not model; it reports a
-// race between an enqueue into a reused block and the dequeue that emptied it (concurrentqueue.h
-// ImplicitProducer::enqueue, upstream cameron314/concurrentqueue#254, #49: a known false
-// positive). Only frames inside the queue are suppressed; Courier's own races still fail the test.
-// Weak, so a test binary that defines its own suppressions wins.
-extern "C" __attribute__((weak)) const char* __tsan_default_suppressions() {
-  return "race:moodycamel::ConcurrentQueue<*>::ImplicitProducer::enqueue\n"
-         "race:moodycamel::ConcurrentQueue<*>::ImplicitProducer::dequeue\n";
-}
-#endif
 
 namespace courier_test {
 
