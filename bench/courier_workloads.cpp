@@ -262,6 +262,7 @@ result w4_spawn(std::size_t n) {
   r.bytes_per_actor = peak > base ? static_cast<double>(peak - base) / static_cast<double>(n) : 0.0;
   r.bytes_per_idle_actor = idle > base ? static_cast<double>(idle - base) / static_cast<double>(n) : 0.0;
   r.allocations_per_op = static_cast<double>(heap_events() - events) / static_cast<double>(n);
+  r.actor_slot_bytes = courier::pool::detail::class_sizes[courier::pool::detail::class_of(sizeof(one_shot), 64)];
   return r;
 }
 

@@ -11,12 +11,15 @@ struct result {
   double ops_per_s = 0;
   double bytes_per_actor = 0;       ///< peak heap during the run (actors, messages, queues) per actor
   double bytes_per_idle_actor = 0;  ///< heap after spawning, before any message, per actor
+  double actor_slot_bytes = 0;      ///< the pool slot one W4 actor occupies
   double allocations_per_op = 0;  ///< global operator new calls + pool chunk/large allocations, per op
 };
 
 result w1_self_send(std::size_t n);
 result w2_ping_pong(std::size_t n);
 result w3_fan_in(std::size_t per_sender, std::size_t senders = 4);
+/// Memory figures are only meaningful on the first call in a process: later calls reuse the
+/// pool slots freed by earlier ones, so no new chunk shows up.
 result w4_spawn(std::size_t n);
 result w5_ring(std::size_t actors, std::size_t hops);
 
