@@ -78,7 +78,8 @@ class mailbox {
     }
     message_header* fifo = nullptr;
     message_header* fifo_tail = nullptr;
-    if (head_.load(std::memory_order_relaxed) > idle_tag) {
+    if (std::uintptr_t top = head_.load(std::memory_order_relaxed); top > idle_tag && top != closed_tag) {
+      // Only producers change a non-empty head, and never to closed: the exchange takes a list.
       std::uintptr_t taken = head_.exchange(empty_tag, std::memory_order_acquire);
       if (taken > idle_tag && taken != closed_tag) {
         fifo_tail = reinterpret_cast<message_header*>(taken);
