@@ -3,10 +3,9 @@
 //
 //  * median_of(runs, f)      -- median of `runs` calls of a double-returning f
 //  * machine_description()   -- "CPU model | N cores | kernel" one-liner
-//  * allocation counters     -- declared here, DEFINED in bench/bench_alloc.cpp,
-//                               which replaces the global operator new/delete.
-//                               Link bench_alloc.cpp into exactly one binary
-//                               (it must not go into a shared library).
+//  * allocation counters     -- from tests/support/counting_allocator.hpp; the
+//                               executable links the courier_counting_allocator
+//                               object library, which replaces operator new.
 #pragma once
 
 #include <algorithm>
@@ -15,6 +14,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "counting_allocator.hpp"
 
 #if defined(__unix__) || defined(__APPLE__)
 #  include <sys/utsname.h>
@@ -77,26 +78,10 @@ inline std::string machine_description() {
   return cpu + " | " + std::to_string(cores) + " cores | " + kernel;
 }
 
-// -- allocation counters (defined in bench/bench_alloc.cpp) -------------------
-//
-// Every global operator new / new[] (plain, nothrow, aligned) is counted.
-// Sizes are the allocator's *usable* size (malloc_usable_size), on both the
-// allocation and the deallocation side, so live_bytes() is exact with respect
-// to what operator new handed out (slightly above the requested sizes).
-// All counters are process-wide relaxed atomics: cheap, thread-safe, and
-// approximate only in the sense that concurrent readers may see a slightly
-// stale value. Direct malloc() calls are NOT counted.
-
-/// Number of operator new calls since process start.
-std::uint64_t allocation_count();
-
-/// Bytes currently allocated through operator new and not yet deleted.
-std::uint64_t live_bytes();
-
-/// Highest live_bytes() value seen since process start or the last reset_peak().
-std::uint64_t peak_live_bytes();
-
-/// Sets peak_live_bytes() to the current live_bytes().
-void reset_peak();
+// The allocation counters: the shared counting operator new (tests/support).
+using counting_allocator::allocation_count;
+using counting_allocator::live_bytes;
+using counting_allocator::peak_live_bytes;
+using counting_allocator::reset_peak;
 
 } // namespace courier_bench

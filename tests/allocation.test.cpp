@@ -1,53 +1,17 @@
-// Zero heap allocations per message in steady state, proved with a counting global allocator:
-// every operator new in the process (all threads) is counted, and so are pool chunks and large
-// slots, which come from the pool's hook instead.
+// Zero heap allocations per message in steady state, proved with a counting global allocator
+// (tests/support): every operator new in the process (all threads) is counted, and so are pool
+// chunks and large slots, which come from the pool's hook instead.
 #include "courier/courier.hpp"
 
 #include <atomic>
-#include <cstdlib>
-#include <new>
 #include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
 
+#include "counting_allocator.hpp"
 #include "watchdog.hpp"
 
-namespace {
-
-std::atomic<std::uint64_t> operator_new_calls{0};
-
-void* counted(std::size_t n) {
-  operator_new_calls.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-
-void* counted_aligned(std::size_t n, std::size_t alignment) {
-  operator_new_calls.fetch_add(1, std::memory_order_relaxed);
-  void* p = nullptr;
-  if (posix_memalign(&p, alignment < sizeof(void*) ? sizeof(void*) : alignment, n == 0 ? 1 : n) == 0) return p;
-  throw std::bad_alloc();
-}
-
-}  // namespace
-
-void* operator new(std::size_t n) { return counted(n); }
-void* operator new[](std::size_t n) { return counted(n); }
-void* operator new(std::size_t n, std::align_val_t a) { return counted_aligned(n, static_cast<std::size_t>(a)); }
-void* operator new[](std::size_t n, std::align_val_t a) { return counted_aligned(n, static_cast<std::size_t>(a)); }
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
-  operator_new_calls.fetch_add(1, std::memory_order_relaxed);
-  return std::malloc(n == 0 ? 1 : n);
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
 
 namespace {
 
@@ -55,7 +19,7 @@ namespace {
 /// the pool took from its hook.
 std::uint64_t heap_events() {
   auto s = courier::pool::stats();
-  return operator_new_calls.load(std::memory_order_relaxed) + s.chunks_allocated + s.large_allocations;
+  return counting_allocator::allocation_count() + s.chunks_allocated + s.large_allocations;
 }
 
 struct tick {

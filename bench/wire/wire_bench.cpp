@@ -4,7 +4,7 @@
 // Prints exactly two result lines, the medians of 5 runs:
 //   wire-encode frames_per_s=<n>
 //   wire-decode frames_per_s=<n>
-// then '#' lines with the CPU, GB/s and allocations per frame (counted by the global operator new below).
+// then '#' lines with the CPU, GB/s and allocations per frame (counted by the shared counting operator new, tests/support).
 // --quick: a smoke run of well under 2 s.
 #include <algorithm>
 #include <atomic>
@@ -19,21 +19,8 @@
 
 #include "courier/wire.hpp"
 
-namespace {
-std::atomic<long> allocations{0};
-}
+#include "counting_allocator.hpp"
 
-void* operator new(std::size_t n) {
-  allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
-  allocations.fetch_add(1, std::memory_order_relaxed);
-  return std::malloc(n == 0 ? 1 : n);
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace w = courier::wire;
 
@@ -56,11 +43,11 @@ struct run_result {
 
 template <class F>
 run_result measure(std::size_t frames, std::size_t frame_bytes, F&& body) {
-  const long a0 = allocations.load();
+  const long a0 = static_cast<long>(counting_allocator::allocation_count());
   const auto t0 = std::chrono::steady_clock::now();
   body();
   const auto t1 = std::chrono::steady_clock::now();
-  const long a1 = allocations.load();
+  const long a1 = static_cast<long>(counting_allocator::allocation_count());
   const double s = std::chrono::duration<double>(t1 - t0).count();
   return {frames / s, static_cast<double>(frames * frame_bytes) / s, static_cast<double>(a1 - a0) / frames};
 }

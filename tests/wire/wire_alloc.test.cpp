@@ -7,23 +7,10 @@
 
 #include <catch2/catch.hpp>
 
-// Zero allocations per frame in steady state, for encode and for decode, counted by replacing the global
-// operator new of this test executable.
-namespace {
-std::atomic<long> allocations{0};
-}
+#include "counting_allocator.hpp"
 
-void* operator new(std::size_t n) {
-  allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
-  allocations.fetch_add(1, std::memory_order_relaxed);
-  return std::malloc(n == 0 ? 1 : n);
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+// Zero allocations per frame in steady state, for encode and for decode, counted by the shared counting operator new
+// (tests/support) linked into this test executable.
 
 namespace w = courier::wire;
 using courier::token;
@@ -56,9 +43,9 @@ void encode_batch(w::out_buffer& buf, int frames) {
 TEST_CASE("alloc: encoding into a warm out_buffer allocates nothing") {
   w::out_buffer buf;
   encode_batch(buf, 1000);  // warm-up: the buffer grows to its working size
-  const long before = allocations.load();
+  const long before = static_cast<long>(counting_allocator::allocation_count());
   for (int round = 0; round < 10; ++round) encode_batch(buf, 1000);
-  CHECK(allocations.load() - before == 0);
+  CHECK(static_cast<long>(counting_allocator::allocation_count()) - before == 0);
 }
 
 TEST_CASE("alloc: decoding, whole or split across chunks, allocates nothing once warm") {
@@ -89,10 +76,10 @@ TEST_CASE("alloc: decoding, whole or split across chunks, allocates nothing once
   };
   run(all.size());
   run(1000);  // warm-up of the decoder's own buffer for split frames
-  const long before = allocations.load();
+  const long before = static_cast<long>(counting_allocator::allocation_count());
   run(all.size());
   run(1000);
   run(7);
-  CHECK(allocations.load() - before == 0);
+  CHECK(static_cast<long>(counting_allocator::allocation_count()) - before == 0);
   CHECK(sum != 0);
 }

@@ -1,7 +1,6 @@
-// bench_alloc.cpp -- replaces the global operator new/delete to back the
-// allocation counters declared in bench_util.hpp. Link into exactly one
-// executable. Uses only malloc/free underneath (no recursion into new).
-#include "bench_util.hpp"
+// Replaces the global operator new/delete to back the counters declared in
+// counting_allocator.hpp. Uses only malloc/free underneath (no recursion into new).
+#include "counting_allocator.hpp"
 
 #include <atomic>
 #include <cstdlib>
@@ -9,13 +8,13 @@
 
 #if defined(__APPLE__)
 #  include <malloc/malloc.h>
-#  define COURIER_BENCH_USABLE_SIZE(p) ::malloc_size(p)
+#  define COUNTING_ALLOCATOR_USABLE_SIZE(p) ::malloc_size(p)
 #elif defined(_WIN32)
 #  include <malloc.h>
-#  define COURIER_BENCH_USABLE_SIZE(p) ::_msize(p)
+#  define COUNTING_ALLOCATOR_USABLE_SIZE(p) ::_msize(p)
 #else
 #  include <malloc.h>
-#  define COURIER_BENCH_USABLE_SIZE(p) ::malloc_usable_size(p)
+#  define COUNTING_ALLOCATOR_USABLE_SIZE(p) ::malloc_usable_size(p)
 #endif
 
 namespace {
@@ -31,7 +30,7 @@ struct alignas(64) counters {
 constinit counters g_counters;
 
 inline void on_alloc(void* p) noexcept {
-  auto sz = static_cast<std::uint64_t>(COURIER_BENCH_USABLE_SIZE(p));
+  auto sz = static_cast<std::uint64_t>(COUNTING_ALLOCATOR_USABLE_SIZE(p));
   g_counters.allocs.fetch_add(1, std::memory_order_relaxed);
   auto now = g_counters.live.fetch_add(sz, std::memory_order_relaxed) + sz;
   auto pk = g_counters.peak.load(std::memory_order_relaxed);
@@ -42,7 +41,7 @@ inline void on_alloc(void* p) noexcept {
 }
 
 inline void on_free(void* p) noexcept {
-  auto sz = static_cast<std::uint64_t>(COURIER_BENCH_USABLE_SIZE(p));
+  auto sz = static_cast<std::uint64_t>(COUNTING_ALLOCATOR_USABLE_SIZE(p));
   g_counters.live.fetch_sub(sz, std::memory_order_relaxed);
 }
 
@@ -106,7 +105,7 @@ inline void do_free_aligned(void* p) noexcept {
 
 } // namespace
 
-namespace courier_bench {
+namespace counting_allocator {
 
 std::uint64_t allocation_count() {
   return g_counters.allocs.load(std::memory_order_relaxed);
@@ -125,7 +124,7 @@ void reset_peak() {
                         std::memory_order_relaxed);
 }
 
-} // namespace courier_bench
+} // namespace counting_allocator
 
 // -- replaced global allocation functions ------------------------------------
 
