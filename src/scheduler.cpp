@@ -181,6 +181,15 @@ void system_core::signal_fd() noexcept {
   [[maybe_unused]] auto n = ::write(event_fd, &one, sizeof one);
 }
 
+void system_core::drain_wake_fd() noexcept {
+  if (event_fd < 0) return;
+  // Drain first, then re-arm: a producer that signals in between writes again (a spare wake-up),
+  // where re-arming first could let its write be drained here and its next signal be skipped.
+  std::uint64_t value = 0;
+  [[maybe_unused]] auto n = ::read(event_fd, &value, sizeof value);
+  fd_signaled.exchange(false, std::memory_order_acq_rel);
+}
+
 void system_core::start_workers() {
   std::size_t n = cfg.workers != 0 ? cfg.workers : std::thread::hardware_concurrency();
   if (n == 0) n = 1;

@@ -236,13 +236,7 @@ shutdown_report system::shutdown(timespan deadline) {
 bool system::run_one() { return core_->run_one(1); }
 
 std::size_t system::poll() {
-  if (core_->event_fd >= 0) {
-    // Drain first, then re-arm: a producer that signals in between writes again (a spare wake-up),
-    // where re-arming first could let its write be drained here and its next signal be skipped.
-    std::uint64_t value = 0;
-    [[maybe_unused]] auto n = ::read(core_->event_fd, &value, sizeof value);
-    core_->fd_signaled.exchange(false, std::memory_order_acq_rel);
-  }
+  core_->drain_wake_fd();
   std::size_t ran = 0;
   for (std::size_t ready = core_->injection.size_approx(); ran < ready; ++ran)
     if (!core_->run_one(core_->cfg.throughput)) break;
@@ -250,13 +244,7 @@ std::size_t system::poll() {
 }
 
 std::size_t system::run_until_idle() {
-  if (core_->event_fd >= 0) {
-    // Drain first, then re-arm: a producer that signals in between writes again (a spare wake-up),
-    // where re-arming first could let its write be drained here and its next signal be skipped.
-    std::uint64_t value = 0;
-    [[maybe_unused]] auto n = ::read(core_->event_fd, &value, sizeof value);
-    core_->fd_signaled.exchange(false, std::memory_order_acq_rel);
-  }
+  core_->drain_wake_fd();
   std::size_t ran = 0;
   while (core_->run_one(core_->cfg.throughput)) ++ran;
   return ran;

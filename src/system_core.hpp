@@ -134,6 +134,8 @@ class system_core {
   void stop_workers(bool join);
   void wake_one() noexcept;
   void signal_fd() noexcept;
+  /// Embedded mode, before running ready actors: clears wake_fd's readiness.
+  void drain_wake_fd() noexcept;
   bool has_stealable_work() const noexcept;
   bool run_one(std::uint32_t budget);
 
