@@ -14,6 +14,7 @@ class category final : public std::error_category {
       case errc::would_deadlock: return "blocking call would deadlock";
       case errc::system_shutdown: return "actor system shut down";
       case errc::stopped_by_request: return "stopped by request";
+      case errc::empty_reference: return "empty actor reference";
     }
     return "unknown courier error";
   }

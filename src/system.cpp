@@ -96,6 +96,9 @@ void actor_base::terminate(const error& reason, void (*discard)(message_header*,
                                : "the actor stopped before handling the message");
     while (m != nullptr) {
       message_header* next = m->next;
+      // A dropped request tells its requester; a dropped one-way message is a dead letter.
+      if (m->reply_to == nullptr && m->type < first_system_type)
+        dead_letter(core(), id(), mailbox_.shared.ops->message_name(m->type));
       discard(m, dropped);
       m = next;
     }
@@ -173,7 +176,7 @@ std::vector<system_core*>* abandoned_cores = nullptr;
 // -------------------------------------------------------------------------------------------------
 // system
 
-system::system(config cfg) : core_(new detail::system_core(cfg)) {}
+system::system(config cfg) : core_(new detail::system_core(cfg)), settings_(core_->cfg) {}
 
 system::~system() {
   if (core_ == nullptr) return;
@@ -216,6 +219,7 @@ shutdown_report system::shutdown(timespan deadline) {
   }
   report.clean = report.unfinished.empty();
   core_->timers.stop();
+  dead_letters_at_shutdown_ = core_->dead_letters.load(std::memory_order_relaxed);
   if (report.clean) {
     core_->stop_workers(true);
     // Actors stopped and workers gone: what is left in the queues are references to stopped actors.
@@ -233,9 +237,10 @@ shutdown_report system::shutdown(timespan deadline) {
   return report;
 }
 
-bool system::run_one() { return core_->run_one(1); }
+bool system::run_one() { return core_ != nullptr && core_->run_one(1); }
 
 std::size_t system::poll() {
+  if (core_ == nullptr) return 0;
   core_->drain_wake_fd();
   std::size_t ran = 0;
   for (std::size_t ready = core_->injection.size_approx(); ran < ready; ++ran)
@@ -244,21 +249,26 @@ std::size_t system::poll() {
 }
 
 std::size_t system::run_until_idle() {
+  if (core_ == nullptr) return 0;
   core_->drain_wake_fd();
   std::size_t ran = 0;
   while (core_->run_one(core_->cfg.throughput)) ++ran;
   return ran;
 }
 
-int system::wake_fd() const noexcept { return core_->event_fd; }
-std::uint64_t system::dead_letters() const noexcept { return core_->dead_letters.load(std::memory_order_relaxed); }
+int system::wake_fd() const noexcept { return core_ != nullptr ? core_->event_fd : -1; }
+
+std::uint64_t system::dead_letters() const noexcept {
+  return core_ != nullptr ? core_->dead_letters.load(std::memory_order_relaxed) : dead_letters_at_shutdown_;
+}
 
 std::size_t system::live_actors() const noexcept {
+  if (core_ == nullptr) return 0;
   std::lock_guard lock(core_->registry_mutex);
   return core_->live;
 }
 
-std::size_t system::worker_count() const noexcept { return core_->workers.size(); }
-const config& system::settings() const noexcept { return core_->cfg; }
+std::size_t system::worker_count() const noexcept { return core_ != nullptr ? core_->workers.size() : 0; }
+const config& system::settings() const noexcept { return settings_; }
 
 }  // namespace courier

@@ -119,7 +119,7 @@ TEST_CASE("a ref keeps a stopped actor's memory alive; sends to it are dead lett
   CHECK(log.types[1].find("get") != std::string::npos);
 }
 
-TEST_CASE("messages queued before a stop are dropped silently; requests among them fail", "[actor_ref]") {
+TEST_CASE("one-way messages queued before a stop are dead letters; requests among them fail", "[actor_ref]") {
   courier_test::watchdog wd("queued at stop");
   courier::system sys{courier::config::deterministic()};
   auto c = sys.spawn<counter>();
@@ -130,6 +130,7 @@ TEST_CASE("messages queued before a stop are dropped silently; requests among th
   sys.run_until_idle();
   REQUIRE(failed.has_value());
   CHECK(*failed == errc::actor_stopped);
+  CHECK(sys.dead_letters() == 1);  // the add: not silently dropped
 }
 
 TEST_CASE("actor_ref::stop lets queued messages run first, then stops", "[actor_ref]") {
@@ -253,4 +254,40 @@ TEST_CASE("ask on a manual system drives it from the calling thread", "[actor_re
   auto r = c.ask(get{}, 5s);
   REQUIRE(r.has_value());
   CHECK(*r == 45);
+}
+
+TEST_CASE("an empty actor_ref refuses everything with a clear error instead of crashing", "[actor_ref]") {
+  courier_test::watchdog wd("empty ref");
+  courier::actor_ref<counter> empty;
+  CHECK_FALSE(empty.send(add{1, 1}));
+  CHECK_FALSE(empty.delayed_send(add{1, 1}, 1ms));
+  empty.stop();  // nothing to stop: no effect
+  auto r = empty.ask(get{}, 1s);
+  REQUIRE_FALSE(r);
+  CHECK(r.err() == errc::empty_reference);
+  std::optional<courier::error> failed;
+  empty.request(get{}).then([](int) {}, [&](const courier::error& e) { failed = e; });
+  REQUIRE(failed.has_value());
+  CHECK(*failed == errc::empty_reference);
+}
+
+TEST_CASE("after shutdown: spawn throws system_shutdown, the rest is inert, counters keep", "[actor_ref]") {
+  courier_test::watchdog wd("spawn after shutdown");
+  courier::system sys{courier::config::deterministic()};
+  auto c = sys.spawn<counter>();
+  c.send(quit{});
+  sys.run_until_idle();
+  CHECK_FALSE(c.send(add{1, 1}));
+  CHECK(sys.shutdown().clean);
+  CHECK(sys.dead_letters() == 1);
+  CHECK(sys.live_actors() == 0);
+  CHECK_FALSE(sys.run_one());
+  CHECK(sys.run_until_idle() == 0);
+  CHECK(sys.settings().mode == courier::scheduling::deterministic);
+  try {
+    (void)sys.spawn<counter>();
+    FAIL("spawn after shutdown did not throw");
+  } catch (const std::system_error& e) {
+    CHECK(e.code() == courier::make_error_code(errc::system_shutdown));
+  }
 }

@@ -19,6 +19,7 @@ TEST_CASE("error category: name and one message per code", "[error]") {
   CHECK(cat.message(static_cast<int>(errc::would_deadlock)) == "blocking call would deadlock");
   CHECK(cat.message(static_cast<int>(errc::system_shutdown)) == "actor system shut down");
   CHECK(cat.message(static_cast<int>(errc::stopped_by_request)) == "stopped by request");
+  CHECK(cat.message(static_cast<int>(errc::empty_reference)) == "empty actor reference");
   CHECK(cat.message(0) == "unknown courier error");
   CHECK(cat.message(999) == "unknown courier error");
 }

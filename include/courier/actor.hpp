@@ -40,6 +40,8 @@ struct actor_ops {
   void (*discard)(message_header* msg, const error& why) noexcept;
   void (*destroy)(actor_base* self) noexcept;
   const char* (*name)() noexcept;
+  /// The type name of the message with this index in the actor's list (for dead letters).
+  const char* (*message_name)(std::uint16_t type) noexcept;
 };
 
 /// A watcher's registration on the actor it monitors.
@@ -151,6 +153,11 @@ constexpr bool check_accepts() {
   }
 }
 
+template <class M>
+const char* type_name_of() noexcept {
+  return typeid(M).name();
+}
+
 struct current_actor_scope {
   actor_base* previous;
   explicit current_actor_scope(actor_base* a) noexcept : previous(current_actor) { current_actor = a; }
@@ -207,7 +214,11 @@ class actor : public detail::actor_base {
   static void discard_typed(detail::message_header* msg, std::index_sequence<I...>) noexcept;
 
   static const char* type_name() noexcept { return typeid(Derived).name(); }
-  static constexpr detail::actor_ops ops{&resume_impl, &discard_impl, &destroy_impl, &type_name};
+  static const char* message_name(std::uint16_t type) noexcept {
+    static constexpr const char* (*names[])() noexcept = {&detail::type_name_of<Msgs>...};
+    return type < sizeof...(Msgs) ? names[type]() : "courier system message";
+  }
+  static constexpr detail::actor_ops ops{&resume_impl, &discard_impl, &destroy_impl, &type_name, &message_name};
 
   actor_ref<Derived> self_;  // adopts the keep-alive reference; dropped when the actor stops
 };

@@ -51,11 +51,13 @@ class actor_ref {
   friend bool operator==(const actor_ref& a, const actor_ref& b) noexcept { return a.ptr_ == b.ptr_; }
 
   /// One-way send. Returns false when the actor has stopped: the message is destroyed and
-  /// reported to the system's dead-letter hook.
+  /// reported to the system's dead-letter hook. False, with nothing sent, on an empty reference.
   template <class M>
   bool send(M&& msg) const {
     using message = std::remove_cvref_t<M>;
     static_assert(detail::check_accepts<T, message>());
+    if (ptr_ == nullptr) [[unlikely]]
+      return false;
     auto* slot = detail::make_message<message>(T::template type_index<message>, nullptr, std::forward<M>(msg));
     if (ptr_->enqueue(slot)) [[likely]]
       return true;
@@ -64,14 +66,17 @@ class actor_ref {
     return false;
   }
 
-  /// Delivers `msg` after `delay` (per-sender order is not kept across different delays).
+  /// Delivers `msg` after `delay` (per-sender order is not kept across different delays). If the
+  /// actor has stopped by then, the message is a dead letter. False on an empty reference.
   template <class M>
-  void delayed_send(M&& msg, timespan delay) const {
+  bool delayed_send(M&& msg, timespan delay) const {
     using message = std::remove_cvref_t<M>;
     static_assert(detail::check_accepts<T, message>());
+    if (ptr_ == nullptr) return false;
     auto* slot = detail::make_message<message>(T::template type_index<message>, nullptr, std::forward<M>(msg));
     ptr_->add_ref();
     detail::start_delayed_send(ptr_->core(), ptr_, slot, delay);
+    return true;
   }
 
   /// Asynchronous request: `request(get{}, 1s).then(on_reply, on_error)`. From a handler, the
@@ -90,7 +95,7 @@ class actor_ref {
   auto ask(M&& msg, timespan timeout) const;
 
   /// Asks the actor to stop after the messages already queued; its monitors see
-  /// errc::stopped_by_request.
+  /// errc::stopped_by_request. Does nothing on an empty reference.
   void stop() const;
 
   detail::actor_base* base() const noexcept { return ptr_; }
@@ -122,6 +127,10 @@ class [[nodiscard]] request_handle {
     static_assert(std::is_invocable_v<G&, const error&>, "courier: the error continuation takes const courier::error&");
     using pending = detail::callback_pending<reply_type, F, G>;
     detail::actor_base* target = target_.base();
+    if (target == nullptr) {  // nowhere to send it: fail at once, on this thread
+      on_error(error(errc::empty_reference, "request through an empty actor_ref"));
+      return;
+    }
     auto* p = pool::make<pending>(std::move(on_value), std::move(on_error));
     p->core = target->core();
     if (detail::actor_base* requester = detail::current_actor) {
@@ -153,6 +162,7 @@ auto actor_ref<T>::ask(M&& msg, timespan timeout) const {
   using reply = reply_type_t<T, message>;
   using outcome = result<reply>;
   static_assert(detail::check_accepts<T, message>());
+  if (ptr_ == nullptr) return outcome(error(errc::empty_reference, "ask through an empty actor_ref"));
   if (detail::current_actor != nullptr || detail::on_worker_thread())
     return outcome(error(errc::would_deadlock, "ask() blocks; use request(...).then(...) from actors and workers"));
   auto* p = pool::make<detail::ask_pending<reply>>();
@@ -192,6 +202,7 @@ auto actor_ref<T>::ask(M&& msg, timespan timeout) const {
 
 template <class T>
 void actor_ref<T>::stop() const {
+  if (ptr_ == nullptr) return;
   auto* slot = pool::make<detail::exit_slot>();
   slot->type = detail::exit_type;
   slot->reply_to = nullptr;

@@ -18,6 +18,7 @@ enum class errc {
   would_deadlock,     ///< a blocking call was made where it could never complete (on a worker)
   system_shutdown,    ///< the actor system stopped the actor while shutting down
   stopped_by_request, ///< the actor was asked to stop from the outside
+  empty_reference,    ///< the actor_ref refers to no actor (default-constructed, moved from or reset)
 };
 
 /// The "courier" error category. Thread-safe: a stateless singleton.

@@ -2,6 +2,9 @@
 /// @file
 /// The actor system: spawns actors, owns the scheduler and the timer, and shuts down in bounded time.
 ///
+/// After `shutdown`, `spawn` throws, the run functions run nothing, and the counters keep their
+/// final values.
+///
 /// Thread-safety: `spawn`, `dead_letters` and `live_actors` may be called from any thread,
 /// including from handlers. `run_one`, `poll` and `run_until_idle` (manual modes) are for one
 /// driving thread at a time. `shutdown` and the destructor are for the owning thread.
@@ -11,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <system_error>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -37,10 +41,12 @@ class system {
   ~system();
 
   /// Builds a `T` in a pooled slot and starts it. `T`'s constructor must not send (its reference
-  /// does not exist yet); send it a first message instead.
+  /// does not exist yet); send it a first message instead. Throws std::system_error
+  /// (errc::system_shutdown) after `shutdown`.
   template <class T, class... Args>
   actor_ref<T> spawn(Args&&... args) {
     static_assert(std::is_base_of_v<detail::actor_base, T>, "courier: spawn<T> needs T derived from courier::actor");
+    if (core_ == nullptr) throw std::system_error(make_error_code(errc::system_shutdown), "courier: spawn after shutdown");
     void* slot = pool::allocate(sizeof(T), pool::max_alignment);  // see actor_base: cache-line layout
     T* object;
     try {
@@ -76,7 +82,9 @@ class system {
   const config& settings() const noexcept;
 
  private:
-  detail::system_core* core_;
+  detail::system_core* core_;  // null once shut down
+  config settings_;
+  std::uint64_t dead_letters_at_shutdown_ = 0;
 };
 
 }  // namespace courier
