@@ -87,7 +87,7 @@ void actor_base::discard_system(message_header* msg) noexcept {
   }
 }
 
-void actor_base::terminate(const error& reason, void (*discard)(message_header*, const error&) noexcept) noexcept {
+void actor_base::terminate(const error& reason) noexcept {
   if (reason && exit_reason_ == nullptr) exit_reason_ = new error(reason);
   if (message_header* m = mailbox_.close()) {
     // Built only when something was queued: a normal stop allocates nothing.
@@ -99,7 +99,7 @@ void actor_base::terminate(const error& reason, void (*discard)(message_header*,
       // A dropped request tells its requester; a dropped one-way message is a dead letter.
       if (m->reply_to == nullptr && m->type < first_system_type)
         dead_letter(core(), id(), mailbox_.shared.ops->message_name(m->type));
-      discard(m, dropped);
+      mailbox_.shared.ops->discard(m, dropped);
       m = next;
     }
   }

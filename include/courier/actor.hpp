@@ -112,7 +112,7 @@ class actor_base {
 
   /// Closes the mailbox, fails what was queued, tells the monitors and leaves the registry. The
   /// caller then drops the actor's own reference, which may free it.
-  void terminate(const error& reason, void (*discard)(message_header*, const error&) noexcept) noexcept;
+  void terminate(const error& reason) noexcept;
 
   template <class Derived, class... Msgs>
   friend class actor_impl_access;
@@ -277,11 +277,9 @@ template <class Derived, class... Msgs>
 template <std::size_t... I>
 void actor<Derived, Msgs...>::discard_typed(detail::message_header* msg, std::index_sequence<I...>) noexcept {
   const std::uint16_t type = msg->type;
-  detail::pending_base* reply = msg->reply_to;
   (void)((type == I ? (pool::destroy(static_cast<detail::message_slot<detail::nth_type<I, Msgs...>>*>(msg)), true)
                     : false) ||
          ...);
-  (void)reply;
 }
 
 template <class Derived, class... Msgs>
@@ -337,7 +335,7 @@ detail::resume_result actor<Derived, Msgs...>::resume_impl(detail::actor_base* b
     } catch (...) {
     }
   }
-  self->terminate(failure, &discard_impl);
+  self->terminate(failure);
   actor_ref<Derived> keep_alive = std::move(self->self_);  // may free the actor as it goes
   return detail::resume_result::stopped;
 }
