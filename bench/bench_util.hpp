@@ -9,6 +9,8 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstdint>
 #include <fstream>
 #include <string>
@@ -77,6 +79,43 @@ inline std::string machine_description() {
 #endif
   return cpu + " | " + std::to_string(cores) + " cores | " + kernel;
 }
+
+/// The command line both benchmark drivers take: [--quick] [--runs N]. --quick is the CI smoke
+/// run: sizes / 100 and one run unless --runs says otherwise.
+struct options {
+  bool quick = false;
+  int runs = 5;
+  bool ok = true;  ///< false after printing the usage line
+};
+
+inline options parse_options(int argc, char** argv) {
+  options o;
+  bool runs_given = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--quick") {
+      o.quick = true;
+    } else if (std::string(argv[i]) == "--runs" && i + 1 < argc) {
+      o.runs = std::atoi(argv[++i]);
+      runs_given = true;
+    } else {
+      std::fprintf(stderr, "usage: %s [--quick] [--runs N]\n", argv[0]);
+      o.ok = false;
+    }
+  }
+  if (o.quick && !runs_given) o.runs = 1;
+  return o;
+}
+
+/// The five workloads' sizes (issue 2), shared by the Courier and CAF sides.
+struct workload_sizes {
+  std::size_t w1_messages, w2_round_trips, w3_per_sender, w3_senders, w4_actors, w5_actors, w5_hops, floor_messages;
+
+  static workload_sizes for_run(bool quick) {
+    const std::size_t div = quick ? 100 : 1;
+    return {1'000'000 / div, 1'000'000 / div, 250'000 / div, 4, 1'000'000 / div, 503, 10'000'000 / div,
+            10'000'000 / div};
+  }
+};
 
 // The allocation counters: the shared counting operator new (tests/support).
 using counting_allocator::allocation_count;

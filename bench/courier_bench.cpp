@@ -3,8 +3,6 @@
 // Prints one line per workload, "W1 self-send courier=<ops/s> caf=<ops/s> ratio=<courier/caf>",
 // each figure the median of N runs (default 5); --quick is the CI smoke run (sizes / 100, 1 run).
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <functional>
 
 #include "bench_util.hpp"
@@ -53,48 +51,36 @@ void line(const char* name, const figures& courier, const figures& caf, const ch
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false;
-  int runs = 5;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--quick") == 0) {
-      quick = true;
-      runs = 1;
-    } else if (std::strcmp(argv[i], "--runs") == 0 && i + 1 < argc) {
-      runs = std::atoi(argv[++i]);
-    } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--runs N]\n", argv[0]);
-      return 2;
-    }
-  }
-  const std::size_t div = quick ? 100 : 1;
-  const std::size_t w1 = 1'000'000 / div, w2 = 1'000'000 / div, w3 = 1'000'000 / div, w4 = 1'000'000 / div;
-  const std::size_t w5_actors = 503, w5_hops = 10'000'000 / div;
+  const auto opts = courier_bench::parse_options(argc, argv);
+  if (!opts.ok) return 2;
+  const bool quick = opts.quick;
+  const int runs = opts.runs;
+  const auto n = courier_bench::workload_sizes::for_run(quick);
 
   std::printf("machine: %s\n", courier_bench::machine_description().c_str());
   std::printf("mode: %s, median of %d run(s) per figure\n", quick ? "quick" : "full", runs);
   // Memory per actor first, while the pool holds no free slots of an actor's size (later runs
   // reuse the slots of earlier ones and would show no growth at all).
-  const cs::result memory = cs::w4_spawn(w4);
+  const cs::result memory = cs::w4_spawn(n.w4_actors);
 
-  line("W1 self-send", median_result<cs::result>(runs, [&] { return cs::w1_self_send(w1); }),
-       median_result<cp::result>(runs, [&] { return cp::w1_self_send(w1); }), "msg");
-  line("W2 ping-pong", median_result<cs::result>(runs, [&] { return cs::w2_ping_pong(w2); }),
-       median_result<cp::result>(runs, [&] { return cp::w2_ping_pong(w2); }), "round-trip");
-  line("W3 fan-in", median_result<cs::result>(runs, [&] { return cs::w3_fan_in(w3 / 4, 4); }),
-       median_result<cp::result>(runs, [&] { return cp::w3_fan_in(w3 / 4, 4); }), "msg");
-  auto c4 = median_result<cs::result>(runs, [&] { return cs::w4_spawn(w4); });
-  auto f4 = median_result<cp::result>(runs, [&] { return cp::w4_spawn(w4); });
+  line("W1 self-send", median_result<cs::result>(runs, [&] { return cs::w1_self_send(n.w1_messages); }),
+       median_result<cp::result>(runs, [&] { return cp::w1_self_send(n.w1_messages); }), "msg");
+  line("W2 ping-pong", median_result<cs::result>(runs, [&] { return cs::w2_ping_pong(n.w2_round_trips); }),
+       median_result<cp::result>(runs, [&] { return cp::w2_ping_pong(n.w2_round_trips); }), "round-trip");
+  line("W3 fan-in", median_result<cs::result>(runs, [&] { return cs::w3_fan_in(n.w3_per_sender, n.w3_senders); }),
+       median_result<cp::result>(runs, [&] { return cp::w3_fan_in(n.w3_per_sender, n.w3_senders); }), "msg");
+  auto c4 = median_result<cs::result>(runs, [&] { return cs::w4_spawn(n.w4_actors); });
+  auto f4 = median_result<cp::result>(runs, [&] { return cp::w4_spawn(n.w4_actors); });
   line("W4 spawn", c4, f4, "actor");
   std::printf("    bytes per actor (peak, with its message queued): courier=%.0f caf=%.0f\n", memory.bytes_per_actor,
               f4.bytes_per_actor);
   std::printf("    courier bytes per idle actor: %.0f measured, %.0f pool slot\n", memory.bytes_per_idle_actor,
               memory.actor_slot_bytes);
-  line("W5 thread-ring", median_result<cs::result>(runs, [&] { return cs::w5_ring(w5_actors, w5_hops); }),
-       median_result<cp::result>(runs, [&] { return cp::w5_ring(w5_actors, w5_hops); }), "hop");
+  line("W5 thread-ring", median_result<cs::result>(runs, [&] { return cs::w5_ring(n.w5_actors, n.w5_hops); }),
+       median_result<cp::result>(runs, [&] { return cp::w5_ring(n.w5_actors, n.w5_hops); }), "hop");
 
-  const std::size_t floor_n = 10'000'000 / div;
   std::printf("floor: courier mailbox push+pop %.1f ns, moodycamel enqueue+dequeue %.1f ns (one thread)\n",
-              median_of(runs, [&] { return cs::mailbox_push_pop_ns(floor_n); }),
-              median_of(runs, [&] { return courier_bench::moodycamel_enqueue_dequeue_ns(floor_n); }));
+              median_of(runs, [&] { return cs::mailbox_push_pop_ns(n.floor_messages); }),
+              median_of(runs, [&] { return courier_bench::moodycamel_enqueue_dequeue_ns(n.floor_messages); }));
   return 0;
 }
