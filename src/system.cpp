@@ -152,7 +152,7 @@ void dead_letter(system_core* core, std::uint64_t target_id, const char* message
 // system_core
 
 system_core::system_core(const config& c)
-    : cfg(c), manual(c.mode != scheduling::threaded), injection(1024), timers(this) {
+    : cfg(c), manual(c.mode != scheduling::threaded), injection(1024), timers(this, c.mode == scheduling::deterministic) {
   if (cfg.throughput == 0) cfg.throughput = 1;
   if (cfg.mode == scheduling::embedded) event_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (!manual) start_workers();
@@ -255,6 +255,8 @@ std::size_t system::run_until_idle() {
   while (core_->run_one(core_->cfg.throughput)) ++ran;
   return ran;
 }
+
+std::size_t system::advance_time(timespan by) { return core_ != nullptr ? core_->timers.advance(by) : 0; }
 
 int system::wake_fd() const noexcept { return core_ != nullptr ? core_->event_fd : -1; }
 

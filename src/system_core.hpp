@@ -74,13 +74,18 @@ struct alignas(64) worker {
 
 /// Request time-outs and delayed sends: a binary heap under a mutex, served by one thread that
 /// sleeps until the earliest deadline. Neither path is the plain send path.
+///
+/// With a virtual clock (deterministic systems) there is no thread: time stands still until
+/// `advance` moves it, and the timers that come due fire on the caller's thread.
 class timer_service {
  public:
-  explicit timer_service(system_core* core);
+  timer_service(system_core* core, bool virtual_clock);
   ~timer_service();
   void start_request(pending_base* p, std::chrono::nanoseconds timeout);
   void cancel_request(pending_base* p) noexcept;
   void start_delayed(actor_base* target, message_header* msg, std::chrono::nanoseconds delay);
+  /// Virtual clock only: moves time forward and fires what came due; returns how many fired.
+  std::size_t advance(std::chrono::nanoseconds by);
   /// Stops the thread; outstanding requests fail with system_shutdown, delayed messages are dropped.
   void stop();
 
@@ -99,11 +104,13 @@ class timer_service {
   void sift_up(std::size_t pos) noexcept;
   void sift_down(std::size_t pos) noexcept;
   void remove_at(std::size_t pos) noexcept;
-  void push(entry e);
+  void push(std::chrono::nanoseconds delay, pending_base* p, actor_base* target, message_header* msg);
   void fire(entry& e) noexcept;
   void loop();
 
   system_core* core_;
+  const bool virtual_clock_;
+  std::chrono::steady_clock::time_point virtual_now_;  // guarded by mutex_
   std::mutex mutex_;
   std::condition_variable wake_;
   std::vector<entry> heap_;

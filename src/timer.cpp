@@ -4,10 +4,11 @@
 
 namespace courier::detail {
 
-timer_service::timer_service(system_core* core) : core_(core) {
+timer_service::timer_service(system_core* core, bool virtual_clock)
+    : core_(core), virtual_clock_(virtual_clock), virtual_now_(std::chrono::steady_clock::now()) {
   heap_.reserve(1024);
   due_.reserve(64);
-  thread_ = std::thread([this] { loop(); });
+  if (!virtual_clock_) thread_ = std::thread([this] { loop(); });
 }
 
 timer_service::~timer_service() { stop(); }
@@ -55,23 +56,23 @@ void timer_service::remove_at(std::size_t pos) noexcept {
   }
 }
 
-void timer_service::push(entry e) {
+void timer_service::push(std::chrono::nanoseconds delay, pending_base* p, actor_base* target, message_header* msg) {
   std::unique_lock lock(mutex_);
-  e.seq = seq_++;
-  heap_.push_back(e);
+  const auto now = virtual_clock_ ? virtual_now_ : std::chrono::steady_clock::now();
+  const auto deadline = delay >= std::chrono::steady_clock::time_point::max() - now
+                            ? std::chrono::steady_clock::time_point::max()
+                            : now + delay;
+  const std::uint64_t seq = seq_++;
+  heap_.push_back({deadline, seq, p, target, msg});
   sift_up(heap_.size() - 1);
-  const bool earliest = heap_.front().seq == e.seq;
+  const bool earliest = heap_.front().seq == seq;
   lock.unlock();
-  if (earliest) wake_.notify_one();
+  if (earliest && !virtual_clock_) wake_.notify_one();
 }
 
 void timer_service::start_request(pending_base* p, std::chrono::nanoseconds timeout) {
   p->refs.fetch_add(1, std::memory_order_relaxed);
-  auto now = std::chrono::steady_clock::now();
-  auto deadline = timeout >= std::chrono::steady_clock::time_point::max() - now
-                      ? std::chrono::steady_clock::time_point::max()
-                      : now + timeout;
-  push({deadline, 0, p, nullptr, nullptr});
+  push(timeout, p, nullptr, nullptr);
 }
 
 void timer_service::cancel_request(pending_base* p) noexcept {
@@ -87,7 +88,28 @@ void timer_service::cancel_request(pending_base* p) noexcept {
 }
 
 void timer_service::start_delayed(actor_base* target, message_header* msg, std::chrono::nanoseconds delay) {
-  push({std::chrono::steady_clock::now() + delay, 0, nullptr, target, msg});
+  push(delay, nullptr, target, msg);
+}
+
+std::size_t timer_service::advance(std::chrono::nanoseconds by) {
+  if (!virtual_clock_) return 0;
+  std::vector<entry> due;
+  std::size_t fired = 0;
+  std::unique_lock lock(mutex_);
+  virtual_now_ += by;
+  // Firing may start timers that are already due (a zero delay): keep going until none is.
+  for (;;) {
+    due.clear();
+    while (!heap_.empty() && heap_.front().deadline <= virtual_now_) {
+      due.push_back(heap_.front());
+      remove_at(0);
+    }
+    if (due.empty()) return fired;
+    lock.unlock();
+    for (auto& e : due) fire(e);
+    fired += due.size();
+    lock.lock();
+  }
 }
 
 void timer_service::fire(entry& e) noexcept {

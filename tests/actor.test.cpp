@@ -308,29 +308,25 @@ TEST_CASE("request from a handler to a stopped actor: the error continuation run
 TEST_CASE("request time-out from a plain thread: on_error gets request_timeout, a late reply is dropped",
           "[actor][timeout]") {
   courier_test::watchdog wd("request timeout plain thread");
-  courier::system sys{courier::config::deterministic()};  // never driven until the time-out passed
+  courier::system sys{courier::config::deterministic()};  // virtual clock: nothing fires by itself
   auto c = sys.spawn<counter>();
-  std::atomic<int> values{0};
-  std::atomic<int> errors{0};
-  std::mutex m;
+  int values = 0;
+  int errors = 0;
   courier::error seen;
-  const auto start = std::chrono::steady_clock::now();
-  c.request(get{}, 50ms).then([&](int) { values.fetch_add(1); },
+  c.request(get{}, 50ms).then([&](int) { ++values; },
                               [&](const courier::error& e) {
-                                std::lock_guard lock(m);
                                 seen = e;
-                                errors.fetch_add(1);
+                                ++errors;
                               });
-  REQUIRE(courier_test::eventually([&] { return errors.load() == 1; }));
-  CHECK(std::chrono::steady_clock::now() - start >= 50ms);
-  {
-    std::lock_guard lock(m);
-    CHECK(seen == errc::request_timeout);
-  }
+  CHECK(sys.advance_time(49ms) == 0);
+  CHECK(errors == 0);
+  CHECK(sys.advance_time(1ms) == 1);  // exactly at the deadline, on this thread
+  REQUIRE(errors == 1);
+  CHECK(seen == errc::request_timeout);
   // The request is still queued; handling it now must not run either continuation again.
   CHECK(sys.run_until_idle() >= 1);
-  CHECK(values.load() == 0);
-  CHECK(errors.load() == 1);
+  CHECK(values == 0);
+  CHECK(errors == 1);
 }
 
 TEST_CASE("request time-out inside an actor: the error continuation runs in the requester",
@@ -343,11 +339,12 @@ TEST_CASE("request time-out inside an actor: the error continuation runs in the 
   auto r = mine.spawn<requester>(&log);
   r.send(fetch{target, 50ms});
   CHECK(mine.run_until_idle() == 1);
-  // The time-out arrives as a message: the requester must be run again to see it.
-  REQUIRE(courier_test::eventually([&] {
-    mine.run_until_idle();
-    return log.settled() == 1;
-  }));
+  // The deadline runs on the requester's clock, not the target's.
+  CHECK(never_driven.advance_time(1h) == 0);
+  CHECK(mine.advance_time(49ms) == 0);
+  CHECK(mine.advance_time(1ms) == 1);
+  CHECK(log.settled() == 0);  // the time-out arrives as a message: the requester must run
+  CHECK(mine.run_until_idle() == 1);
   REQUIRE(log.errors.size() == 1);
   CHECK(log.errors[0] == errc::request_timeout);
   CHECK(log.ran_in_actor == std::vector<bool>{true});

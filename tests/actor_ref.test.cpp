@@ -150,22 +150,21 @@ TEST_CASE("actor_ref::stop lets queued messages run first, then stops", "[actor_
   CHECK_FALSE(c.send(add{1, 1}));
 }
 
-TEST_CASE("delayed_send arrives after the delay, not before", "[actor_ref][timer]") {
+TEST_CASE("delayed_send arrives after the delay, not before (deterministic, virtual clock)", "[actor_ref][timer]") {
   courier_test::watchdog wd("delayed send deterministic");
   stamp_log log;
   courier::system sys{courier::config::deterministic()};
   auto c = sys.spawn<counter>(&log);
-  const auto start = std::chrono::steady_clock::now();
-  c.delayed_send(stamp{start}, 150ms);
+  c.delayed_send(stamp{std::chrono::steady_clock::now()}, 150ms);
   c.send(add{1, 1});
   sys.run_until_idle();  // only the plain send is ready
-  if (std::chrono::steady_clock::now() - start < 150ms) CHECK(log.size() == 0);
-  REQUIRE(courier_test::eventually([&] {
-    sys.run_until_idle();
-    return log.size() == 1;
-  }));
-  std::lock_guard lock(log.mutex);
-  CHECK(log.delays[0] >= 150ms);
+  CHECK(log.size() == 0);
+  CHECK(sys.advance_time(149ms) == 0);
+  sys.run_until_idle();
+  CHECK(log.size() == 0);
+  CHECK(sys.advance_time(1ms) == 1);
+  CHECK(sys.run_until_idle() == 1);
+  CHECK(log.size() == 1);
 }
 
 TEST_CASE("delayed_send on a threaded system; shorter delays arrive first", "[actor_ref][timer][concurrent]") {
@@ -193,7 +192,9 @@ TEST_CASE("delayed_send to an actor that stopped meanwhile is a dead letter", "[
   c.delayed_send(stamp{std::chrono::steady_clock::now()}, 30ms);
   c.send(quit{});
   sys.run_until_idle();
-  REQUIRE(courier_test::eventually([&] { return sys.dead_letters() == 1; }));
+  CHECK(sys.dead_letters() == 0);
+  CHECK(sys.advance_time(30ms) == 1);
+  CHECK(sys.dead_letters() == 1);
   sys.run_until_idle();
   CHECK(log.size() == 0);
 }

@@ -136,6 +136,7 @@ class [[nodiscard]] request_handle {
     if (detail::actor_base* requester = detail::current_actor) {
       requester->add_ref();
       p->requester = requester;
+      p->core = requester->core();  // the requester's clock times its deadline
     }
     if (timeout_ != infinite) {
       p->has_timer = true;

@@ -6,10 +6,12 @@
 ///   the running actor runs next on the same worker, so a ping-pong pair stays on one core), a
 ///   shared injection queue (moodycamel), stealing when idle, and parking (futex) after a short
 ///   spin, so an idle system uses no CPU.
-/// - `deterministic`: no threads; the test drives the system one message at a time with
-///   `run_one()` and inspects state between steps.
+/// - `deterministic`: no threads and a virtual clock; the test drives the system one message at
+///   a time with `run_one()`, inspects state between steps, and moves time with
+///   `system::advance_time()`, so time-outs and delayed sends fire exactly when it says.
 /// - `embedded`: no threads; a host program's own loop drives Courier with `run_one()`, `poll()`
-///   and `run_until_idle()`, watching `wake_fd()` (an eventfd) for readiness.
+///   and `run_until_idle()`, watching `wake_fd()` (an eventfd) for readiness. Real time: a timer
+///   thread delivers time-outs and delayed sends, which signal `wake_fd()`.
 ///
 /// Thread-safety: a config is a plain value.
 
