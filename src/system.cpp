@@ -196,13 +196,8 @@ shutdown_report system::shutdown(timespan deadline) {
   core_->shut_down = true;
   {
     std::lock_guard lock(core_->registry_mutex);
-    for (detail::actor_base* a = core_->registry_head; a != nullptr; a = a->identity().registry_next) {
-      auto* slot = pool::make<detail::exit_slot>();
-      slot->type = detail::exit_type;
-      slot->reply_to = nullptr;
-      slot->reason = errc::system_shutdown;
-      if (!a->enqueue(slot)) pool::destroy(slot);
-    }
+    for (detail::actor_base* a = core_->registry_head; a != nullptr; a = a->identity().registry_next)
+      a->request_exit(errc::system_shutdown);
   }
   const auto until = std::chrono::steady_clock::now() + deadline;
   if (core_->manual) {

@@ -94,6 +94,15 @@ class actor_base {
 
   resume_result resume(std::uint32_t budget) { return mailbox_.shared.ops->resume(this, budget); }
 
+  /// Queues a stop request behind the messages already waiting; a stopped actor ignores it.
+  void request_exit(errc reason) {
+    auto* slot = pool::make<exit_slot>();
+    slot->type = exit_type;
+    slot->reply_to = nullptr;
+    slot->reason = reason;
+    if (!enqueue(slot)) pool::destroy(slot);
+  }
+
   /// Adds `link` to the watchers told when this actor stops; false if it already has.
   bool add_monitor(monitor_link* link) noexcept;
 

@@ -203,12 +203,7 @@ auto actor_ref<T>::ask(M&& msg, timespan timeout) const {
 
 template <class T>
 void actor_ref<T>::stop() const {
-  if (ptr_ == nullptr) return;
-  auto* slot = pool::make<detail::exit_slot>();
-  slot->type = detail::exit_type;
-  slot->reply_to = nullptr;
-  slot->reason = errc::stopped_by_request;
-  if (!ptr_->enqueue(slot)) pool::destroy(slot);
+  if (ptr_ != nullptr) ptr_->request_exit(errc::stopped_by_request);
 }
 
 namespace detail {
