@@ -143,6 +143,10 @@ void unregister_actor(system_core* core, actor_base* a) noexcept {
   if (--core->live == 0) core->registry_empty.notify_all();
 }
 
+void count_unawaited_request(system_core* core) noexcept {
+  core->unawaited_requests.fetch_add(1, std::memory_order_relaxed);
+}
+
 void dead_letter(system_core* core, std::uint64_t target_id, const char* message_type) noexcept {
   core->dead_letters.fetch_add(1, std::memory_order_relaxed);
   if (core->cfg.on_dead_letter != nullptr) core->cfg.on_dead_letter({target_id, message_type}, core->cfg.dead_letter_context);
@@ -215,6 +219,7 @@ shutdown_report system::shutdown(timespan deadline) {
   report.clean = report.unfinished.empty();
   core_->timers.stop();
   dead_letters_at_shutdown_ = core_->dead_letters.load(std::memory_order_relaxed);
+  unawaited_at_shutdown_ = core_->unawaited_requests.load(std::memory_order_relaxed);
   if (report.clean) {
     core_->stop_workers(true);
     // Actors stopped and workers gone: what is left in the queues are references to stopped actors.
@@ -257,6 +262,10 @@ int system::wake_fd() const noexcept { return core_ != nullptr ? core_->event_fd
 
 std::uint64_t system::dead_letters() const noexcept {
   return core_ != nullptr ? core_->dead_letters.load(std::memory_order_relaxed) : dead_letters_at_shutdown_;
+}
+
+std::uint64_t system::unawaited_requests() const noexcept {
+  return core_ != nullptr ? core_->unawaited_requests.load(std::memory_order_relaxed) : unawaited_at_shutdown_;
 }
 
 std::size_t system::live_actors() const noexcept {

@@ -154,6 +154,7 @@ class system_core {
   std::atomic<std::uint64_t> next_id{1};
 
   std::atomic<std::uint64_t> dead_letters{0};
+  std::atomic<std::uint64_t> unawaited_requests{0};
   bool shut_down = false;
 
   timer_service timers;

@@ -63,10 +63,41 @@ class responder : public courier::actor<responder, value_request> {
   std::uint64_t on(const value_request& r) { return r.n + 1; }
 };
 
+/// What the requester knows of its peer: an interface, so one requester drives all three peers.
+using value_api = courier::interface<std::uint64_t(value_request)>;
+
+/// Answers later: asks the responder, then delivers through a response_promise.
+class deferring_proxy : public courier::actor<deferring_proxy, value_request> {
+ public:
+  explicit deferring_proxy(courier::actor_ref<responder> backend) : backend_(std::move(backend)) {}
+  courier::response_promise<std::uint64_t> on(const value_request& r) {
+    auto answer = make_response_promise<std::uint64_t>();
+    backend_.request(value_request{r.n})
+        .then([answer](std::uint64_t v) mutable { answer.deliver(v); },
+              [answer](const courier::error& e) mutable { answer.fail(e); });
+    return answer;
+  }
+  void on_stop() { backend_.reset(); }
+
+ private:
+  courier::actor_ref<responder> backend_;
+};
+
+/// Hands each request on: the responder's reply goes straight back to the requester.
+class delegating_proxy : public courier::actor<delegating_proxy, value_request> {
+ public:
+  explicit delegating_proxy(courier::actor_ref<responder> backend) : backend_(std::move(backend)) {}
+  courier::delegated<std::uint64_t> on(const value_request& r) { return delegate(backend_, value_request{r.n}); }
+  void on_stop() { backend_.reset(); }
+
+ private:
+  courier::actor_ref<responder> backend_;
+};
+
 /// Makes `rounds` requests one after another, each continuing in the reply handler.
 class requester : public courier::actor<requester, ask_loop_start> {
  public:
-  requester(courier::actor_ref<responder> peer, std::atomic<std::uint64_t>* done, bool with_timeout)
+  requester(courier::actor_ref<value_api> peer, std::atomic<std::uint64_t>* done, bool with_timeout)
       : peer_(std::move(peer)), done_(done), with_timeout_(with_timeout) {}
   void on(const ask_loop_start& s) {
     remaining_ = s.rounds;
@@ -89,7 +120,7 @@ class requester : public courier::actor<requester, ask_loop_start> {
               },
               [this](const courier::error&) { failures_++; });
   }
-  courier::actor_ref<responder> peer_;
+  courier::actor_ref<value_api> peer_;
   std::atomic<std::uint64_t>* done_;
   bool with_timeout_;
   std::uint64_t remaining_ = 0;
@@ -211,4 +242,33 @@ TEST_CASE("ping-pong between actors and blocking ask across threads allocate not
     REQUIRE(*v == i + 1);
   }
   CHECK(heap_events() - before == 0);
+}
+
+TEST_CASE("deferred replies (a promise, a delegate) allocate nothing in steady state", "[allocation]") {
+  courier_test::watchdog wd{"allocation: deferred", std::chrono::seconds(60)};
+  for (bool delegating : {false, true}) {
+    INFO("delegating: " << delegating);
+    courier::system sys;
+    auto peer = [&]() -> courier::actor_ref<value_api> {
+      if (delegating) return sys.spawn<delegating_proxy>(sys.spawn<responder>());
+      return sys.spawn<deferring_proxy>(sys.spawn<responder>());
+    };
+    std::atomic<std::uint64_t> warm{0};
+    std::vector<courier::actor_ref<requester>> warmers;
+    for (int i = 0; i < 4; ++i) {
+      warmers.push_back(sys.spawn<requester>(peer(), &warm, false));
+      warmers.back().send(ask_loop_start{20'000});
+    }
+    wait_for(warm, 4);
+    std::atomic<std::uint64_t> done{0};
+    auto q = sys.spawn<requester>(peer(), &done, false);
+    q.send(ask_loop_start{20'000});
+    wait_for(done, 1);
+    const auto before = heap_events();
+    q.send(ask_loop_start{100'000});
+    wait_for(done, 2);
+    const auto after = heap_events();
+    CHECK(after - before == 0);
+    CHECK(static_cast<requester*>(static_cast<courier::detail::actor_base*>(q.base()))->failures_ == 0);
+  }
 }

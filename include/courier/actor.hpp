@@ -21,8 +21,10 @@
 #include "courier/detail/core.hpp"
 #include "courier/detail/pending.hpp"
 #include "courier/detail/type_list.hpp"
+#include "courier/interface.hpp"
 #include "courier/mailbox.hpp"
 #include "courier/message.hpp"
+#include "courier/response_promise.hpp"
 
 namespace courier {
 
@@ -152,15 +154,57 @@ struct actor_does_not_accept {
                 "(see actor_does_not_accept<Actor, Message> in the instantiation trail above)");
 };
 
+/// The same for a send through an interface ref, e.g. `interface_does_not_declare<counter_api, reset>`.
+template <class Interface, class Message>
+struct interface_does_not_declare {
+  static_assert(sizeof(Interface*) == 0,
+                "courier: this interface does not declare this message type; add `Reply(Message)` to it "
+                "(see interface_does_not_declare<Interface, Message> in the instantiation trail above)");
+};
+
 template <class Actor, class Message>
 constexpr bool check_accepts() {
-  if constexpr (!Actor::template accepts<Message>) {
-    (void)actor_does_not_accept<Actor, Message>{};
+  if constexpr (Actor::template accepts<Message>) {
+    return true;
+  } else if constexpr (is_interface<Actor>) {
+    (void)interface_does_not_declare<Actor, Message>{};
     return false;
   } else {
-    return true;
+    (void)actor_does_not_accept<Actor, Message>{};
+    return false;
   }
 }
+
+/// Names the actor and the message when a declared message has no `on(const Message&)` handler.
+template <class Actor, class Message>
+struct actor_has_no_handler_for {
+  static_assert(sizeof(Actor*) == 0,
+                "courier: the actor declares this message type but has no handler `on(const Message&)` for it "
+                "(see actor_has_no_handler_for<Actor, Message> in the instantiation trail above)");
+};
+
+template <class Actor, class Message>
+constexpr bool check_handler() {
+  if constexpr (requires(Actor& a, Message& m) { a.on(m); }) {
+    return true;
+  } else {
+    (void)actor_has_no_handler_for<Actor, Message>{};
+    return false;
+  }
+}
+
+template <class R>
+inline constexpr bool is_deferred_reply = false;
+template <class R>
+inline constexpr bool is_deferred_reply<response_promise<R>> = true;
+template <class R>
+inline constexpr bool is_deferred_reply<delegated<R>> = true;
+
+/// Sets `current_request` around a deferring handler, and clears it even when the handler throws.
+struct current_request_scope {
+  explicit current_request_scope(message_header* m) noexcept { current_request = m; }
+  ~current_request_scope() { current_request = nullptr; }
+};
 
 template <class M>
 const char* type_name_of() noexcept {
@@ -205,6 +249,21 @@ class actor : public detail::actor_base {
   /// Delivers `courier::down` to this actor when `target` stops (at once if it already has).
   template <class T>
   void monitor(const actor_ref<T>& target);
+
+  /// Takes over the reply of the request being handled, to answer it later (see
+  /// response_promise.hpp). Call it from a handler that returns `response_promise<R>`; for a one-way
+  /// message, outside such a handler, or when called twice for one request, the promise is empty.
+  template <class R>
+  response_promise<R> make_response_promise() noexcept {
+    return response_promise<R>::adopt(detail::take_current_reply());
+  }
+
+  /// Forwards `msg` to `target` with the current request's reply route: `target`'s reply (or
+  /// failure) goes straight to the original requester. From a handler that returns `delegated<R>`;
+  /// elsewhere (or for a one-way message) it is a plain send. If `target` has stopped, the original
+  /// request fails with errc::actor_stopped (and the message is a dead letter).
+  template <class T, class M>
+  delegated<reply_type_t<T, std::remove_cvref_t<M>>> delegate(const actor_ref<T>& target, M&& msg);
 
  private:
   friend class system;
@@ -259,20 +318,56 @@ template <std::size_t I>
 void actor<Derived, Msgs...>::handle(detail::message_header*& msg) {
   using M = detail::nth_type<I, Msgs...>;
   auto* slot = static_cast<detail::message_slot<M>*>(msg);
-  detail::pending_base* reply = msg->reply_to;
   Derived& self = static_cast<Derived&>(*this);
   using R = decltype(self.on(slot->value));
   if constexpr (std::is_void_v<R>) {
+    detail::pending_base* reply = msg->reply_to;
     self.on(slot->value);
     pool::destroy(slot);
     msg = nullptr;
     if (reply != nullptr) detail::reply_value(reply, unit{});
+  } else if constexpr (detail::is_deferred_reply<std::remove_cvref_t<R>>) {
+    R deferred = [&] {
+      detail::current_request_scope scope(msg);
+      return self.on(slot->value);
+    }();
+    // A route still in the message was never taken: the handler returned without a promise for it.
+    detail::pending_base* untaken = msg->reply_to;
+    pool::destroy(slot);
+    msg = nullptr;
+    if (untaken != nullptr)
+      detail::reply_error(untaken, error(errc::broken_promise, "the handler deferred its reply but made no promise for it"));
+    (void)deferred;
   } else {
-    R r = self.on(slot->value);
+    detail::pending_base* reply = msg->reply_to;
+    detail::reply_of_t<R> r = self.on(slot->value);  // a reference return is copied into the reply
     pool::destroy(slot);
     msg = nullptr;
     if (reply != nullptr) detail::reply_value(reply, std::move(r));
   }
+}
+
+template <class Derived, class... Msgs>
+template <class T, class M>
+delegated<reply_type_t<T, std::remove_cvref_t<M>>> actor<Derived, Msgs...>::delegate(const actor_ref<T>& target,
+                                                                                    M&& msg) {
+  using message = std::remove_cvref_t<M>;
+  static_assert(detail::check_accepts<T, message>());
+  detail::actor_base* to = target.base();
+  if (to == nullptr) {
+    if (detail::pending_base* p = detail::take_current_reply())
+      detail::reply_error(p, error(errc::empty_reference, "delegate through an empty actor_ref"));
+    return {};
+  }
+  // The slot is built before the route is taken, so a throwing copy leaves the request to the handler.
+  auto* slot = detail::make_message<message>(target.template message_index<message>(), nullptr, std::forward<M>(msg));
+  slot->reply_to = detail::take_current_reply();
+  if (to->enqueue(slot)) return {};
+  detail::pending_base* p = slot->reply_to;
+  pool::destroy(slot);
+  detail::dead_letter(to->core(), to->id(), typeid(message).name());
+  if (p != nullptr) detail::reply_error(p, error(errc::actor_stopped, "the delegate target had stopped"));
+  return {};
 }
 
 template <class Derived, class... Msgs>
@@ -304,6 +399,7 @@ void actor<Derived, Msgs...>::discard_impl(detail::message_header* msg, const er
 
 template <class Derived, class... Msgs>
 detail::resume_result actor<Derived, Msgs...>::resume_impl(detail::actor_base* base, std::uint32_t budget) {
+  static_assert((detail::check_handler<Derived, Msgs>() && ...));
   auto* self = static_cast<actor*>(base);
   detail::current_actor_scope scope(base);
   detail::message_header* msg = nullptr;

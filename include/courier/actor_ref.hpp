@@ -14,33 +14,56 @@
 
 #include "courier/actor.hpp"
 #include "courier/detail/pending.hpp"
+#include "courier/interface.hpp"
 
 namespace courier {
 
 using timespan = std::chrono::nanoseconds;
 inline constexpr timespan infinite = timespan::max();
 
-/// What a request for `M` to actor `T` replies with: the handler's return type, `unit` for void.
-template <class T, class M>
-using reply_type_t = std::conditional_t<std::is_void_v<decltype(std::declval<T&>().on(std::declval<M&>()))>, unit,
-                                        std::remove_cvref_t<decltype(std::declval<T&>().on(std::declval<M&>()))>>;
-
 template <class T, class M>
 class request_handle;
 
+namespace detail {
+
+/// What an interface ref keeps beside the actor pointer: the implementing actor's type index for
+/// each of the interface's messages. A ref to an actor type needs nothing (the index is static).
+struct no_index_map {};
+template <class T>
+using index_map_for = std::conditional_t<is_interface<T>, const std::uint16_t*, no_index_map>;
+
+}  // namespace detail
+
+/// A handle to an actor. `T` is the actor's class, or an interface it implements (see interface.hpp):
+/// a ref sends only what `T` accepts, and a request's reply has the type `T` declares.
 template <class T>
 class actor_ref {
  public:
   actor_ref() noexcept = default;
-  actor_ref(const actor_ref& other) noexcept : ptr_(other.ptr_) {
+  actor_ref(const actor_ref& other) noexcept : ptr_(other.ptr_), map_(other.map_) {
     if (ptr_ != nullptr) ptr_->add_ref();
   }
-  actor_ref(actor_ref&& other) noexcept : ptr_(std::exchange(other.ptr_, nullptr)) {}
+  actor_ref(actor_ref&& other) noexcept : ptr_(std::exchange(other.ptr_, nullptr)), map_(other.map_) {}
   actor_ref& operator=(actor_ref other) noexcept {
     std::swap(ptr_, other.ptr_);
+    std::swap(map_, other.map_);
     return *this;
   }
   ~actor_ref() { reset(); }
+
+  /// An interface ref from a ref to an actor that implements the interface; checked at compile
+  /// time (the error names the actor, the interface and the first message that does not fit).
+  template <class A>
+    requires(detail::is_interface<T> && !detail::is_interface<A>)
+  actor_ref(const actor_ref<A>& other) noexcept : actor_ref(actor_ref<A>(other)) {}
+  template <class A>
+    requires(detail::is_interface<T> && !detail::is_interface<A>)
+  actor_ref(actor_ref<A>&& other) noexcept {
+    static_assert(detail::implementation<A, T>::check());
+    map_ = detail::implementation<A, T>::indices;
+    ptr_ = other.base();
+    other.release_base();
+  }
 
   void reset() noexcept {
     if (auto* p = std::exchange(ptr_, nullptr)) p->release();
@@ -58,7 +81,7 @@ class actor_ref {
     static_assert(detail::check_accepts<T, message>());
     if (ptr_ == nullptr) [[unlikely]]
       return false;
-    auto* slot = detail::make_message<message>(T::template type_index<message>, nullptr, std::forward<M>(msg));
+    auto* slot = detail::make_message<message>(message_index<message>(), nullptr, std::forward<M>(msg));
     if (ptr_->enqueue(slot)) [[likely]]
       return true;
     pool::destroy(slot);
@@ -73,7 +96,7 @@ class actor_ref {
     using message = std::remove_cvref_t<M>;
     static_assert(detail::check_accepts<T, message>());
     if (ptr_ == nullptr) return false;
-    auto* slot = detail::make_message<message>(T::template type_index<message>, nullptr, std::forward<M>(msg));
+    auto* slot = detail::make_message<message>(message_index<message>(), nullptr, std::forward<M>(msg));
     ptr_->add_ref();
     detail::start_delayed_send(ptr_->core(), ptr_, slot, delay);
     return true;
@@ -100,15 +123,32 @@ class actor_ref {
 
   detail::actor_base* base() const noexcept { return ptr_; }
 
-  /// Adopts a reference the caller already owns (no count change).
-  static actor_ref adopt(detail::actor_base* p) noexcept {
+  /// The receiving actor's type index for `M` (an interface ref looks it up in its table).
+  template <class M>
+  std::uint16_t message_index() const noexcept {
+    if constexpr (detail::is_interface<T>)
+      return map_[T::template position<M>];
+    else
+      return T::template type_index<M>;
+  }
+
+  /// Adopts a reference the caller already owns (no count change). For an interface ref, `map`
+  /// is the implementing actor's index table (detail::implementation<Actor, T>::indices).
+  static actor_ref adopt(detail::actor_base* p, detail::index_map_for<T> map = {}) noexcept {
     actor_ref r;
     r.ptr_ = p;
+    r.map_ = map;
     return r;
   }
+  /// The index table of an interface ref (for registries and proxies that store refs untyped).
+  detail::index_map_for<T> index_map() const noexcept { return map_; }
+
+  /// Gives up the reference without releasing it (the caller took it over).
+  void release_base() noexcept { ptr_ = nullptr; }
 
  private:
   detail::actor_base* ptr_ = nullptr;
+  [[no_unique_address]] detail::index_map_for<T> map_{};
 };
 
 template <class T, class M>
@@ -119,6 +159,21 @@ class [[nodiscard]] request_handle {
   template <class Msg>
   request_handle(const actor_ref<T>& target, Msg&& msg, timespan timeout)
       : target_(target), msg_(std::forward<Msg>(msg)), timeout_(timeout) {}
+  request_handle(request_handle&&) = default;
+  request_handle& operator=(request_handle&&) = delete;
+
+  /// A request dropped without `.then` is not lost: it is sent as a one-way message (its reply is
+  /// dropped) and counted in `system::unawaited_requests()`.
+  ~request_handle() {
+    detail::actor_base* target = target_.base();
+    if (target == nullptr) return;
+    detail::count_unawaited_request(target->core());
+    try {
+      (void)target_.send(std::move(msg_));
+    } catch (...) {
+      // The message could not be copied: nothing was sent, and a destructor must not throw.
+    }
+  }
 
   /// Sends the request. Exactly one of the two runs: `on_value(reply)` (or `on_value()` for a
   /// unit reply) or `on_error(const courier::error&)`.
@@ -126,7 +181,8 @@ class [[nodiscard]] request_handle {
   void then(F on_value, G on_error) && {
     static_assert(std::is_invocable_v<G&, const error&>, "courier: the error continuation takes const courier::error&");
     using pending = detail::callback_pending<reply_type, F, G>;
-    detail::actor_base* target = target_.base();
+    const actor_ref<T> target_ref = std::move(target_);  // sent: the destructor has nothing left to do
+    detail::actor_base* target = target_ref.base();
     if (target == nullptr) {  // nowhere to send it: fail at once, on this thread
       on_error(error(errc::empty_reference, "request through an empty actor_ref"));
       return;
@@ -142,7 +198,7 @@ class [[nodiscard]] request_handle {
       p->has_timer = true;
       detail::start_request_timer(p->core, p, timeout_);
     }
-    auto* slot = detail::make_message<M>(T::template type_index<M>, p, std::move(msg_));
+    auto* slot = detail::make_message<M>(target_ref.template message_index<M>(), p, std::move(msg_));
     if (target->enqueue(slot)) [[likely]]
       return;
     pool::destroy(slot);
@@ -173,7 +229,7 @@ auto actor_ref<T>::ask(M&& msg, timespan timeout) const {
     detail::pending_base* p;
     ~releaser() { detail::release(p); }
   } guard{p};
-  auto* slot = detail::make_message<message>(T::template type_index<message>, p, std::forward<M>(msg));
+  auto* slot = detail::make_message<message>(message_index<message>(), p, std::forward<M>(msg));
   if (!ptr_->enqueue(slot)) {
     pool::destroy(slot);
     detail::release(p);

@@ -82,6 +82,8 @@ class system {
   int wake_fd() const noexcept;
 
   std::uint64_t dead_letters() const noexcept;
+  /// Requests dropped without `.then`: each was sent as a one-way message and its reply dropped.
+  std::uint64_t unawaited_requests() const noexcept;
   std::size_t live_actors() const noexcept;
   std::size_t worker_count() const noexcept;
   const config& settings() const noexcept;
@@ -90,6 +92,7 @@ class system {
   detail::system_core* core_;  // null once shut down
   config settings_;
   std::uint64_t dead_letters_at_shutdown_ = 0;
+  std::uint64_t unawaited_at_shutdown_ = 0;
 };
 
 }  // namespace courier

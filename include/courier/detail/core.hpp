@@ -20,6 +20,9 @@ void schedule(actor_base* actor);
 void register_actor(system_core* core, actor_base* actor);
 void unregister_actor(system_core* core, actor_base* actor) noexcept;
 
+/// A request dropped without `.then`: it was sent one-way; counted for system::unawaited_requests().
+void count_unawaited_request(system_core* core) noexcept;
+
 /// A message that found its target stopped: counted, passed to the configured hook.
 void dead_letter(system_core* core, std::uint64_t target_id, const char* message_type) noexcept;
 

@@ -38,6 +38,8 @@ struct pending_base {
   std::atomic<std::uint32_t> state{0};  // 0 waiting, 1 settled, 2 abandoned by a timed-out ask
   std::int32_t timer_pos = -1;          // guarded by the timer's mutex
   bool has_timer = false;
+  std::atomic<bool> answered{false};       // a deferred reply was given (or failed): the promises' flag
+  std::atomic<std::uint16_t> promises{0};  // live response_promise copies of this request
   actor_base* requester = nullptr;  // strong reference; null for a thread that is not an actor
   system_core* core = nullptr;
   const pending_ops* ops = nullptr;

@@ -1,0 +1,276 @@
+// Deferred replies: response_promise, delegate, broken promises, unawaited requests.
+#include "courier/response_promise.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "courier/courier.hpp"
+#include "watchdog.hpp"
+
+using namespace std::chrono_literals;
+using courier::errc;
+
+namespace {
+
+struct lookup {
+  int key;
+};
+struct get {
+  int key;
+};
+struct get_twice {
+  int key;
+};
+struct get_broken {};
+struct get_unmade {};
+struct get_then_throw {};
+struct get_delegated {
+  int key;
+};
+struct get_held {};
+struct release_held {
+  int value;
+};
+struct fail_held {};
+struct note {};
+
+/// Answers lookups at once: the "database".
+class database : public courier::actor<database, lookup> {
+ public:
+  int on(const lookup& l) { return l.key * 10; }
+};
+
+/// Answers `get` only after asking the database: a proxy written with deferred replies.
+class front : public courier::actor<front, get, get_twice, get_broken, get_unmade, get_then_throw, get_delegated,
+                                    get_held, release_held, fail_held, note> {
+ public:
+  explicit front(courier::actor_ref<database> db) : db_(std::move(db)) {}
+
+  courier::response_promise<int> on(const get& g) {
+    auto answer = make_response_promise<int>();
+    db_.request(lookup{g.key})
+        .then([answer](int v) mutable { answer.deliver(v + 1); },
+              [answer](const courier::error& e) mutable { answer.fail(e); });
+    return answer;
+  }
+  courier::response_promise<int> on(const get_twice& g) {
+    auto answer = make_response_promise<int>();
+    auto copy = answer;
+    first_delivered_ = answer.deliver(g.key);
+    second_delivered_ = copy.deliver(g.key + 1000);
+    return answer;
+  }
+  courier::response_promise<int> on(const get_broken&) {
+    auto answer = make_response_promise<int>();
+    return {};  // `answer` is dropped unanswered here
+  }
+  courier::response_promise<int> on(const get_unmade&) { return {}; }
+  courier::response_promise<int> on(const get_then_throw&) {
+    auto answer = make_response_promise<int>();
+    throw std::runtime_error("after the promise");
+  }
+  courier::delegated<int> on(const get_delegated& g) { return delegate(db_, lookup{g.key}); }
+  courier::response_promise<std::string> on(const get_held&) {
+    held_ = make_response_promise<std::string>();
+    return held_;
+  }
+  void on(const release_held& r) { held_.deliver(std::to_string(r.value)); }
+  void on(const fail_held&) { held_.fail(courier::error(errc::handler_failed, "told to fail")); }
+  courier::response_promise<int> on(const note&) {
+    one_way_promise_empty_ = !make_response_promise<int>().pending();
+    return {};
+  }
+  void on_stop() { db_.reset(); }
+
+  bool first_delivered_ = false;
+  bool second_delivered_ = true;
+  bool one_way_promise_empty_ = false;
+
+ private:
+  courier::actor_ref<database> db_;
+  courier::response_promise<std::string> held_;
+};
+
+template <class R>
+struct outcome {
+  std::optional<R> value;
+  std::optional<courier::error> error;
+};
+
+/// Sends a request from the test thread and records how it settled.
+template <class T, class M, class R = courier::reply_type_t<T, M>>
+std::shared_ptr<outcome<R>> request(const courier::actor_ref<T>& to, M msg, courier::timespan timeout = courier::infinite) {
+  auto out = std::make_shared<outcome<R>>();
+  to.request(std::move(msg), timeout)
+      .then([out](R v) { out->value = std::move(v); }, [out](const courier::error& e) { out->error = e; });
+  return out;
+}
+
+void run_all(courier::system& sys) {
+  while (sys.run_one()) {
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a handler answers later through a promise, after asking another actor", "[deferred]") {
+  courier::system sys{courier::config::deterministic()};
+  auto db = sys.spawn<database>();
+  auto f = sys.spawn<front>(db);
+  auto out = request(f, get{4});
+  REQUIRE(sys.run_one());  // front handles get, asks the database, returns its promise
+  CHECK_FALSE(out->value);
+  REQUIRE(sys.run_one());  // the database replies to front
+  CHECK_FALSE(out->value);
+  REQUIRE(sys.run_one());  // front's continuation delivers: the reply settles the test's request
+  REQUIRE(out->value);
+  CHECK(*out->value == 41);
+  CHECK_FALSE(out->error);
+}
+
+TEST_CASE("ask sees a deferred reply", "[deferred]") {
+  courier::system sys{courier::config::deterministic()};
+  auto f = sys.spawn<front>(sys.spawn<database>());
+  auto r = f.ask(get{7}, 1s);
+  REQUIRE(r.has_value());
+  CHECK(*r == 71);
+}
+
+TEST_CASE("copies of a promise share one answer: the first deliver wins", "[deferred]") {
+  courier::system sys{courier::config::deterministic()};
+  auto f = sys.spawn<front>(sys.spawn<database>());
+  auto out = request(f, get_twice{5});
+  run_all(sys);
+  REQUIRE(out->value);
+  CHECK(*out->value == 5);
+}
+
+TEST_CASE("a promise dropped unanswered fails the request with broken_promise", "[deferred]") {
+  courier::system sys{courier::config::deterministic()};
+  auto f = sys.spawn<front>(sys.spawn<database>());
+  auto dropped = request(f, get_broken{});
+  auto unmade = request(f, get_unmade{});
+  run_all(sys);
+  REQUIRE(dropped->error);
+  CHECK(*dropped->error == errc::broken_promise);
+  REQUIRE(unmade->error);
+  CHECK(*unmade->error == errc::broken_promise);
+  CHECK_FALSE(dropped->value);
+  CHECK_FALSE(unmade->value);
+}
+
+TEST_CASE("a handler that throws after making its promise fails the request once", "[deferred]") {
+  courier::system sys{courier::config::deterministic()};
+  auto f = sys.spawn<front>(sys.spawn<database>());
+  auto out = request(f, get_then_throw{});
+  run_all(sys);
+  REQUIRE(out->error);
+  CHECK(*out->error == errc::broken_promise);
+  CHECK(out->error->text.find("exception") != std::string::npos);
+  CHECK(sys.live_actors() == 1);  // front stopped (its handler threw); the database runs on
+}
+
+TEST_CASE("a promise kept in the actor is answered by a later message, or failed", "[deferred]") {
+  courier::system sys{courier::config::deterministic()};
+  auto f = sys.spawn<front>(sys.spawn<database>());
+  auto held = request(f, get_held{});
+  run_all(sys);
+  CHECK_FALSE(held->value);
+  CHECK_FALSE(held->error);
+  REQUIRE(f.send(release_held{12}));
+  run_all(sys);
+  REQUIRE(held->value);
+  CHECK(*held->value == "12");
+
+  auto failed = request(f, get_held{});
+  run_all(sys);
+  REQUIRE(f.send(fail_held{}));
+  run_all(sys);
+  REQUIRE(failed->error);
+  CHECK(*failed->error == errc::handler_failed);
+  CHECK(failed->error->text == "told to fail");
+}
+
+TEST_CASE("a promise answered after the request timed out changes nothing", "[deferred]") {
+  courier::system sys{courier::config::deterministic()};
+  auto f = sys.spawn<front>(sys.spawn<database>());
+  auto held = request(f, get_held{}, 10ms);
+  run_all(sys);
+  sys.advance_time(10ms);
+  run_all(sys);
+  REQUIRE(held->error);
+  CHECK(*held->error == errc::request_timeout);
+  REQUIRE(f.send(release_held{1}));  // the late answer is discarded
+  run_all(sys);
+  CHECK_FALSE(held->value);
+}
+
+TEST_CASE("a promise made for a one-way message is empty", "[deferred]") {
+  courier::system sys{courier::config::deterministic()};
+  auto db = sys.spawn<database>();
+  front* seen = nullptr;
+  auto f = sys.spawn<front>(db);
+  seen = static_cast<front*>(f.base());
+  REQUIRE(f.send(note{}));
+  run_all(sys);
+  CHECK(seen->one_way_promise_empty_);
+}
+
+TEST_CASE("delegate: the other actor's reply goes straight to the original requester", "[deferred]") {
+  courier::system sys{courier::config::deterministic()};
+  auto db = sys.spawn<database>();
+  auto f = sys.spawn<front>(db);
+  auto out = request(f, get_delegated{3});
+  REQUIRE(sys.run_one());  // front delegates
+  REQUIRE(sys.run_one());  // the database replies: the test's request is settled, front is not involved
+  REQUIRE(out->value);
+  CHECK(*out->value == 30);
+  CHECK_FALSE(sys.run_one());
+
+  db.stop();
+  run_all(sys);
+  auto to_stopped = request(f, get_delegated{3});
+  run_all(sys);
+  REQUIRE(to_stopped->error);
+  CHECK(*to_stopped->error == errc::actor_stopped);
+  CHECK(sys.dead_letters() == 1);
+}
+
+TEST_CASE("a promise is answered from another thread", "[deferred][concurrent]") {
+  courier_test::watchdog dog("a promise is answered from another thread", 20s);
+  courier::system sys;
+  auto f = sys.spawn<front>(sys.spawn<database>());
+  for (int round = 0; round < 200; ++round) {
+    std::atomic<int> got{-1};
+    f.request(get_held{}).then([&](const std::string& v) { got.store(std::stoi(v)); },
+                               [&](const courier::error&) { got.store(-2); });
+    std::thread other([&] { REQUIRE(f.send(release_held{round})); });
+    other.join();
+    while (got.load() == -1) std::this_thread::yield();
+    REQUIRE(got.load() == round);
+  }
+}
+
+TEST_CASE("a request dropped without .then is sent one-way and counted", "[deferred]") {
+  courier::system sys{courier::config::deterministic()};
+  auto db = sys.spawn<database>();
+  auto f = sys.spawn<front>(db);
+  front* inside = static_cast<front*>(f.base());
+  {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-result"
+    f.request(get_twice{9});  // deliberately never awaited
+#pragma GCC diagnostic pop
+  }
+  CHECK(sys.unawaited_requests() == 1);
+  REQUIRE(sys.run_one());
+  CHECK(inside->first_delivered_ == false);  // one-way: the handler's promise was empty
+  CHECK_FALSE(sys.run_one());
+}
