@@ -18,13 +18,14 @@
 #include <typeinfo>
 #include <utility>
 
-#include "courier/detail/core.hpp"
+#include "courier/detail/runtime.hpp"
 #include "courier/detail/pending.hpp"
 #include "courier/detail/type_list.hpp"
 #include "courier/interface.hpp"
-#include "courier/mailbox.hpp"
-#include "courier/message.hpp"
+#include "courier/detail/mailbox.hpp"
+#include "courier/detail/message.hpp"
 #include "courier/response_promise.hpp"
+#include "courier/system_messages.hpp"
 
 namespace courier {
 

@@ -4,10 +4,10 @@
 
 #include "courier/actor.hpp"
 #include "courier/actor_ref.hpp"
+#include "courier/config.hpp"
 #include "courier/error.hpp"
 #include "courier/interface.hpp"
-#include "courier/message.hpp"
 #include "courier/pool.hpp"
 #include "courier/response_promise.hpp"
-#include "courier/scheduler.hpp"
 #include "courier/system.hpp"
+#include "courier/system_messages.hpp"

@@ -21,7 +21,7 @@
 
 #include "courier/actor.hpp"
 #include "courier/actor_ref.hpp"
-#include "courier/scheduler.hpp"
+#include "courier/config.hpp"
 
 namespace courier {
 

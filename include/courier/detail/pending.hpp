@@ -12,9 +12,9 @@
 #include <type_traits>
 #include <utility>
 
-#include "courier/detail/core.hpp"
+#include "courier/detail/runtime.hpp"
 #include "courier/error.hpp"
-#include "courier/message.hpp"
+#include "courier/detail/message.hpp"
 #include "courier/pool.hpp"
 
 namespace courier::detail {

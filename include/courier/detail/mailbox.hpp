@@ -26,7 +26,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "courier/message.hpp"
+#include "courier/detail/message.hpp"
 
 namespace courier::detail {
 

@@ -1,6 +1,6 @@
 #pragma once
 /// @file
-/// What travels through a mailbox: a small header (the intrusive queue link, the type index and
+/// The slot layout: what travels through a mailbox: a small header (the intrusive queue link, the type index and
 /// the reply route) followed in the same pooled slot by the message, a plain struct.
 ///
 /// Thread-safety: a message belongs to exactly one thread at a time; handing it over through a
@@ -12,16 +12,7 @@
 #include "courier/error.hpp"
 #include "courier/pool.hpp"
 
-namespace courier {
-
-/// Sent to an actor that monitors another when that one stops. `reason` is empty (no error) when
-/// it stopped normally.
-struct down {
-  std::uint64_t id;  ///< the stopped actor's id
-  error reason;
-};
-
-namespace detail {
+namespace courier::detail {
 
 struct pending_base;
 
@@ -61,5 +52,4 @@ struct exit_slot : message_header {
   errc reason;
 };
 
-}  // namespace detail
-}  // namespace courier
+}  // namespace courier::detail

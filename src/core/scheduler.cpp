@@ -1,4 +1,4 @@
-#include "courier/scheduler.hpp"
+#include "courier/config.hpp"
 
 #include <linux/futex.h>
 #include <sys/eventfd.h>

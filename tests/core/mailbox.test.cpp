@@ -1,4 +1,4 @@
-#include "courier/mailbox.hpp"
+#include "courier/detail/mailbox.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -41,13 +41,13 @@ struct config {
   void (*on_dead_letter)(const dead_letter_info&, void* context) = nullptr;
   void* dead_letter_context = nullptr;
 
-  static config deterministic() {
+  static constexpr config deterministic() {
     config c;
     c.mode = scheduling::deterministic;
     c.throughput = 1;
     return c;
   }
-  static config embedded() {
+  static constexpr config embedded() {
     config c;
     c.mode = scheduling::embedded;
     return c;

@@ -13,7 +13,7 @@
 #include <concurrentqueue/concurrentqueue.h>
 
 #include "courier/actor.hpp"
-#include "courier/scheduler.hpp"
+#include "courier/config.hpp"
 
 namespace courier::detail {
 
