@@ -18,6 +18,7 @@
 #include <typeinfo>
 #include <utility>
 
+#include "courier/detail/assert.hpp"
 #include "courier/detail/runtime.hpp"
 #include "courier/detail/pending.hpp"
 #include "courier/detail/type_list.hpp"
@@ -245,7 +246,10 @@ class actor : public detail::actor_base {
 
   /// Stops this actor after the current message; queued messages are discarded (their requests
   /// fail with actor_stopped) and monitors receive `down` with no error.
-  void stop() noexcept { stop_requested_ = true; }
+  void stop() noexcept {
+    COURIER_ASSERT(detail::current_actor == this, "actor::stop() is for the actor's own handlers; use ref.stop()");
+    stop_requested_ = true;
+  }
 
   /// Delivers `courier::down` to this actor when `target` stops (at once if it already has).
   template <class T>
@@ -256,6 +260,7 @@ class actor : public detail::actor_base {
   /// message, outside such a handler, or when called twice for one request, the promise is empty.
   template <class R>
   response_promise<R> make_response_promise() noexcept {
+    COURIER_ASSERT(detail::current_actor == this, "make_response_promise() is for the actor's own handlers");
     return response_promise<R>::adopt(detail::take_current_reply());
   }
 

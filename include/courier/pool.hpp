@@ -15,6 +15,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "courier/detail/assert.hpp"
+
 namespace courier::pool {
 
 /// Chunks and large allocations come from here; mimalloc by default (a build option).
@@ -132,10 +134,14 @@ inline void* allocate(std::size_t size, std::size_t alignment = alignof(std::max
 
 /// Returns a slot; `size` and `alignment` must be those given to `allocate`. Any thread.
 inline void deallocate(void* ptr, std::size_t size, std::size_t alignment = alignof(std::max_align_t)) noexcept {
-  if (detail::class_of(size, alignment) == detail::large_class) [[unlikely]] {
+  const std::uint8_t c = detail::class_of(size, alignment);
+  if (c == detail::large_class) [[unlikely]] {
     detail::deallocate_large(ptr, size, alignment);
     return;
   }
+  COURIER_ASSERT(reinterpret_cast<detail::chunk_header*>(reinterpret_cast<std::uintptr_t>(ptr) & ~(chunk_size - 1))
+                         ->size_class == c,
+                 "pool::deallocate: size and alignment must be those given to allocate");
   detail::deallocate_small(ptr);
 }
 
