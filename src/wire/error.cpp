@@ -124,4 +124,8 @@ std::string error::message() const {
   return m;
 }
 
+void throw_result_error(const error& e) {
+  throw std::system_error(e.error_code(), "courier::wire::result::value() on an error: " + e.message());
+}
+
 }  // namespace courier::wire
