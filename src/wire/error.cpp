@@ -1,6 +1,6 @@
-#include "courier/detail/wire_error.hpp"
+#include "courier/wire/error.hpp"
 
-#include "courier/detail/wire_format.hpp"
+#include "courier/wire/format.hpp"
 
 namespace courier::wire {
 namespace {

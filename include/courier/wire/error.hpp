@@ -1,4 +1,10 @@
 #pragma once
+/// @file
+/// The wire codec's error model: errc (the protocol error numbers, category "courier.wire"), item_type
+/// (the item tags, which error reports name), error (a code with where and what the codec found) and
+/// wire::result<T>, an alias of courier::result<T, wire::error> (courier/result.hpp).
+///
+/// Thread-safety: value types; wire_category() is an immutable singleton, safe anywhere.
 
 #include <cstdint>
 #include <string>
