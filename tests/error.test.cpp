@@ -38,6 +38,8 @@ static_assert(static_cast<int>(errc::parent_stopped) == 271);
 static_assert(std::is_constructible_v<courier::result<int>, int>);
 static_assert(std::is_constructible_v<courier::result<int>, errc>);
 static_assert(std::is_constructible_v<courier::result<int>, courier::error>);
+// An error with an explicit operator bool is still an error for result<bool>.
+static_assert(std::is_convertible_v<courier::error, courier::result<bool>>);
 // result<error>: a bare error is ambiguous, so neither implicit constructor takes it...
 static_assert(!std::is_convertible_v<courier::error, courier::result<courier::error>>);
 // ...and the tagged forms always work.
@@ -129,6 +131,9 @@ TEST_CASE("result<T> holds a value or an error", "[error][result]") {
 
   courier::result<int> from_code = errc::mailbox_full;
   CHECK(from_code.err() == errc::mailbox_full);
+  courier::result<bool> flag = courier::error(errc::name_not_found);
+  CHECK_FALSE(flag.has_value());
+  CHECK(flag.err() == errc::name_not_found);
 
   courier::result<std::string> s = std::string("hello");
   CHECK(s->size() == 5);

@@ -154,9 +154,11 @@ concept plain_argument = !is_result<std::remove_cvref_t<U>> && !is_failed<std::r
 template <class T, class E, class U>
 concept value_argument = plain_argument<U> && std::is_constructible_v<T, U> && !initializable_from<E, U>;
 
-/// G makes an error and not a value: the implicit error constructor applies.
+/// G makes an error and does not convert to a value: the implicit error constructor applies.
+/// Implicit conversion, not constructibility, decides on the T side: courier::error has an explicit
+/// operator bool, and `result<bool> r = error(...)` is meant as an error.
 template <class T, class E, class G>
-concept error_argument = plain_argument<G> && initializable_from<E, G> && !std::is_constructible_v<T, G>;
+concept error_argument = plain_argument<G> && initializable_from<E, G> && !std::is_convertible_v<G, T>;
 
 }  // namespace detail
 
@@ -182,8 +184,7 @@ class [[nodiscard]] result {
   constexpr explicit(!std::is_convertible_v<U, T>) result(U&& v) noexcept(std::is_nothrow_constructible_v<T, U>)
       : value_(std::forward<U>(v)), ok_(true) {}
 
-  /// An error made from `g` (`return errc::truncated;`); implicit. Not offered when T, too, can be made
-  /// from G.
+  /// An error made from `g` (`return errc::truncated;`); implicit. Not offered when G converts to T.
   template <class G>
     requires detail::error_argument<T, E, G>
   constexpr result(G&& g) noexcept(detail::nothrow_initializable_from<E, G>())  // NOLINT
