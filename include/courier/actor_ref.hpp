@@ -219,9 +219,9 @@ auto actor_ref<T>::ask(M&& msg, timespan timeout) const {
   using reply = reply_type_t<T, message>;
   using outcome = result<reply>;
   static_assert(detail::check_accepts<T, message>());
-  if (ptr_ == nullptr) return outcome(error(errc::empty_reference, "ask through an empty actor_ref"));
+  if (ptr_ == nullptr) return outcome(failure_tag, error(errc::empty_reference, "ask through an empty actor_ref"));
   if (detail::current_actor != nullptr || detail::on_worker_thread())
-    return outcome(error(errc::would_deadlock, "ask() blocks; use request(...).then(...) from actors and workers"));
+    return outcome(failure_tag, error(errc::would_deadlock, "ask() blocks; use request(...).then(...) from actors and workers"));
   auto* p = pool::make<detail::ask_pending<reply>>();
   p->core = ptr_->core();
   p->refs.store(2, std::memory_order_relaxed);  // this caller and the request message
@@ -234,7 +234,7 @@ auto actor_ref<T>::ask(M&& msg, timespan timeout) const {
     pool::destroy(slot);
     detail::release(p);
     detail::dead_letter(ptr_->core(), ptr_->id(), typeid(message).name());
-    return outcome(error(errc::actor_stopped, "the target had stopped before the request was sent"));
+    return outcome(failure_tag, error(errc::actor_stopped, "the target had stopped before the request was sent"));
   }
   const auto deadline = timeout == infinite ? std::chrono::steady_clock::time_point::max()
                                             : std::chrono::steady_clock::now() + timeout;
@@ -250,11 +250,11 @@ auto actor_ref<T>::ask(M&& msg, timespan timeout) const {
   if (p->ready.load(std::memory_order_acquire) == 0) {
     std::uint32_t expected = 0;
     if (p->state.compare_exchange_strong(expected, 2, std::memory_order_acq_rel))
-      return outcome(error(errc::request_timeout, "no reply before the ask deadline"));
+      return outcome(failure_tag, error(errc::request_timeout, "no reply before the ask deadline"));
     while (p->ready.load(std::memory_order_acquire) == 0) detail::futex_wait(&p->ready, 0);  // settling now
   }
-  if (p->value) return outcome(std::move(*p->value));
-  return outcome(p->err);
+  if (p->value) return outcome(std::in_place, std::move(*p->value));
+  return outcome(failure_tag, p->err);
 }
 
 template <class T>

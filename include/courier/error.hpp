@@ -1,25 +1,41 @@
 #pragma once
 /// @file
-/// Courier's one error model: `std::error_code` values in the "courier" category plus an
-/// optional human-readable text, and `result<T>` for calls that either produce a value or fail.
+/// Courier's one error model: `std::error_code` values in the "courier" category plus an optional
+/// human-readable text (`courier::error`), and `result<T>` (result.hpp, E = courier::error) for calls
+/// that either produce a value or fail.
+///
+/// The numbers of `courier::errc` are the runtime codes of the protocol (docs/protocol.md, section 9),
+/// so an ERROR frame carries `static_cast<int>(e)` with no translation table. They never change once
+/// released: add new codes at the end.
+///
+/// Thread-safety: courier_category() is an immutable singleton, safe anywhere; error is a value type.
 
-#include <optional>
 #include <string>
 #include <system_error>
 #include <utility>
 
+#include "courier/result.hpp"  // IWYU pragma: export
+
 namespace courier {
 
-/// Why an operation on an actor failed.
+/// Why an operation on an actor failed. The values are part of the wire protocol: never renumber.
 enum class errc {
-  actor_stopped = 1,  ///< the target had stopped, or stopped before it replied
-  request_timeout,    ///< no reply arrived before the request's deadline
-  handler_failed,     ///< a handler threw; the text holds the exception's message
-  would_deadlock,     ///< a blocking call was made where it could never complete (on a worker)
-  system_shutdown,    ///< the actor system stopped the actor while shutting down
-  stopped_by_request, ///< the actor was asked to stop from the outside
-  empty_reference,    ///< the actor_ref refers to no actor (default-constructed, moved from or reset)
-  broken_promise = 265,  ///< a deferred reply's promise was dropped before it was answered
+  no_such_service = 256,     ///< no actor offers the requested service (token) here
+  handler_failed = 257,      ///< a handler threw; the text holds the exception's message
+  no_such_context = 258,     ///< the request names a context that is not open
+  request_timeout = 259,     ///< no reply arrived before the request's deadline (protocol: `timeout`)
+  system_shutdown = 260,     ///< the actor system stopped the actor while shutting down (protocol: `shutting_down`)
+  actor_stopped = 261,       ///< the target had stopped, or stopped before it replied
+  would_deadlock = 262,      ///< a blocking call was made where it could never complete (on a worker)
+  stopped_by_request = 263,  ///< the actor was asked to stop from the outside
+  empty_reference = 264,     ///< the actor_ref refers to no actor (default-constructed, moved from or reset)
+  broken_promise = 265,      ///< a deferred reply was dropped without being fulfilled
+  mailbox_full = 266,        ///< the target's mailbox is at its capacity
+  name_not_found = 267,      ///< no actor is registered under the name
+  interface_mismatch = 268,  ///< the actor does not implement the interface asked for
+  name_taken = 269,          ///< another actor is already registered under the name
+  invalid_argument = 270,    ///< an argument is outside what the call accepts
+  parent_stopped = 271,      ///< the actor was stopped because its parent stopped
 };
 
 /// The "courier" error category. Thread-safe: a stateless singleton.
@@ -44,46 +60,9 @@ struct error {
   friend bool operator==(const error& e, errc c) noexcept { return e.code == make_error_code(c); }
 };
 
-/// Either a value or an error; what `ask` returns. Not thread-safe (a plain value type).
-template <class T>
-class [[nodiscard]] result {
- public:
-  result(T value) : value_(std::move(value)) {}
-  result(error err) : error_(std::move(err)) {}
-
-  bool has_value() const noexcept { return value_.has_value(); }
-  explicit operator bool() const noexcept { return has_value(); }
-  T& value() & { return *value_; }
-  const T& value() const& { return *value_; }
-  T&& value() && { return std::move(*value_); }
-  T& operator*() { return *value_; }
-  const T& operator*() const { return *value_; }
-  T* operator->() { return &*value_; }
-  const error& err() const noexcept { return error_; }
-
- private:
-  std::optional<T> value_;
-  error error_;
-};
-
-/// The reply of a handler that returns nothing.
-struct unit {
-  friend bool operator==(unit, unit) noexcept { return true; }
-};
-
-template <>
-class [[nodiscard]] result<void> {
- public:
-  result() = default;
-  result(unit) {}
-  result(error err) : error_(std::move(err)) {}
-  bool has_value() const noexcept { return !error_; }
-  explicit operator bool() const noexcept { return has_value(); }
-  const error& err() const noexcept { return error_; }
-
- private:
-  error error_;
-};
+/// What result<T>::value() throws for this error: a std::system_error with its code, whose what()
+/// holds the text and the code's message. result.hpp finds it by argument-dependent lookup.
+[[noreturn]] void throw_result_error(const error& e);
 
 }  // namespace courier
 

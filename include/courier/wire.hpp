@@ -1,22 +1,28 @@
 #pragma once
-
+/// @file
+/// The wire codec's umbrella header: include this one.
+//
 // The wire codec (docs/protocol.md): frames with a fixed little-endian header and typed items.
 //
-//   out_buffer          a growable byte buffer, many frames back to back (detail/wire_buffer.hpp)
-//   frame_writer        appends one frame to an out_buffer (detail/wire_encoder.hpp)
-//   decoder, reader     incremental zero-copy decoding and typed reading (detail/wire_decoder.hpp)
-//   encode/decode<M>    typed messages with a token and fields() (detail/wire_message.hpp)
-//   print, to_text      any frame as text (detail/wire_print.hpp)
-//   errc, error, result the error model, category "courier.wire" (detail/wire_error.hpp)
+//   out_buffer          a growable byte buffer, many frames back to back (wire/buffer.hpp)
+//   frame_writer        appends one frame to an out_buffer (wire/encoder.hpp)
+//   decoder, reader     incremental zero-copy decoding and typed reading (wire/decoder.hpp)
+//   encode/decode<M>    typed messages with a token and fields() (wire/message.hpp)
+//   print, to_text      any frame as text (wire/print.hpp)
+//   errc, error, result the error model, category "courier.wire" (wire/error.hpp)
 //
-// It depends on nothing else in Courier, so a client or a tool can use it alone (target courier::wire).
+// It depends on nothing else in Courier but courier/result.hpp and courier/token.hpp (both standard-library
+// only), so a client or a tool can use it alone (target courier::wire).
+//
+// Thread-safety: see each header; in short, value types and free functions, and no object is safe to use
+// from two threads at once.
 
-#include "courier/detail/wire_buffer.hpp"    // IWYU pragma: export
-#include "courier/detail/wire_decoder.hpp"   // IWYU pragma: export
-#include "courier/detail/wire_encoder.hpp"   // IWYU pragma: export
-#include "courier/detail/wire_error.hpp"     // IWYU pragma: export
-#include "courier/detail/wire_format.hpp"    // IWYU pragma: export
-#include "courier/detail/wire_handshake.hpp" // IWYU pragma: export
-#include "courier/detail/wire_message.hpp"   // IWYU pragma: export
-#include "courier/detail/wire_print.hpp"     // IWYU pragma: export
-#include "courier/token.hpp"                 // IWYU pragma: export
+#include "courier/wire/buffer.hpp"    // IWYU pragma: export
+#include "courier/wire/decoder.hpp"   // IWYU pragma: export
+#include "courier/wire/encoder.hpp"   // IWYU pragma: export
+#include "courier/wire/error.hpp"     // IWYU pragma: export
+#include "courier/wire/format.hpp"    // IWYU pragma: export
+#include "courier/wire/handshake.hpp" // IWYU pragma: export
+#include "courier/wire/message.hpp"   // IWYU pragma: export
+#include "courier/wire/print.hpp"     // IWYU pragma: export
+#include "courier/token.hpp"          // IWYU pragma: export

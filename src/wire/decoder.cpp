@@ -1,4 +1,4 @@
-#include "courier/detail/wire_decoder.hpp"
+#include "courier/wire/decoder.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "courier/detail/wire_encoder.hpp"
+#include "courier/wire/encoder.hpp"
 
 namespace courier::wire {
 

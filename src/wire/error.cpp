@@ -1,6 +1,6 @@
-#include "courier/detail/wire_error.hpp"
+#include "courier/wire/error.hpp"
 
-#include "courier/detail/wire_format.hpp"
+#include "courier/wire/format.hpp"
 
 namespace courier::wire {
 namespace {
@@ -122,6 +122,10 @@ std::string error::message() const {
   }
   m += " (offset " + std::to_string(offset) + ")";
   return m;
+}
+
+void throw_result_error(const error& e) {
+  throw std::system_error(e.error_code(), "courier::wire::result::value() on an error: " + e.message());
 }
 
 }  // namespace courier::wire

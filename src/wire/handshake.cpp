@@ -1,8 +1,8 @@
-#include "courier/detail/wire_handshake.hpp"
+#include "courier/wire/handshake.hpp"
 
 #include <algorithm>
 
-#include "courier/detail/wire_encoder.hpp"
+#include "courier/wire/encoder.hpp"
 
 namespace courier::wire {
 

@@ -1,4 +1,4 @@
-#include "courier/detail/wire_print.hpp"
+#include "courier/wire/print.hpp"
 
 #include <bit>
 #include <charconv>

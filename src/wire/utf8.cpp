@@ -1,7 +1,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "courier/detail/wire_items.hpp"
+#include "courier/wire/items.hpp"
 
 namespace courier::wire::detail {
 

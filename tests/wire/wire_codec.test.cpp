@@ -3,6 +3,8 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <system_error>
+#include <type_traits>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -182,6 +184,38 @@ TEST_CASE("wire codec: a type mismatch names both types and does not move the cu
   CHECK(past.err().actual == w::item_type::list_end);
   REQUIRE(r.end_list().has_value());
   CHECK(r.read<bool>().code() == w::errc::no_more_items);
+}
+
+TEST_CASE("wire codec: result::value() on an error throws std::system_error with the error's description") {
+  w::out_buffer buf;
+  w::frame_writer wr(buf, call_header());
+  wr.add("hello");
+  REQUIRE(wr.finish().has_value());
+  auto f = decode_one(buf);
+  auto r = f.items();
+  auto bad = r.read<std::int32_t>();
+  REQUIRE_FALSE(bad.has_value());
+  try {
+    (void)bad.value();
+    FAIL("value() did not throw");
+  } catch (const std::system_error& e) {
+    CHECK(e.code() == w::errc::type_mismatch);
+    CHECK(e.code().category().name() == std::string("courier.wire"));
+    CHECK(std::string(e.what()).find("expected int32, found string") != std::string::npos);
+  }
+  w::result<void> failed_void = w::errc::truncated;
+  CHECK_THROWS_AS(failed_void.value(), std::system_error);
+  // The reader's results stay as cheap as a pair of registers.
+  static_assert(std::is_trivially_copyable_v<w::result<std::int32_t>>);
+  static_assert(std::is_trivially_copyable_v<w::result<void>>);
+  static_assert(std::is_nothrow_move_constructible_v<w::result<std::string_view>>);
+  // A wire::error can be a value too when asked for explicitly (a codec that returns decoded errors).
+  w::result<w::error> as_value{std::in_place, w::error{w::errc::bad_flags}};
+  CHECK(as_value.has_value());
+  CHECK(as_value->code == w::errc::bad_flags);
+  w::result<w::error> as_error = courier::failure(w::errc::bad_flags);
+  CHECK_FALSE(as_error.has_value());
+  CHECK(as_error.code() == w::errc::bad_flags);
 }
 
 TEST_CASE("wire codec: skip steps over scalars, strings and whole lists") {

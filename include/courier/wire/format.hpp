@@ -1,4 +1,9 @@
 #pragma once
+/// @file
+/// The frame layout of docs/protocol.md: magic, version, header size and field offsets, frame kinds,
+/// frame_header, limits, and little-endian load/store. Part of the wire codec (courier/wire.hpp).
+///
+/// Thread-safety: constants, value types and pure functions; safe anywhere.
 
 #include <bit>
 #include <cstddef>

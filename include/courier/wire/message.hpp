@@ -1,4 +1,9 @@
 #pragma once
+/// @file
+/// Typed messages: encode() and decode() for any struct with a `token` and `fields()`, mapped to items
+/// field by field with no code of its own. Part of the wire codec (courier/wire.hpp).
+///
+/// Thread-safety: free function templates; safe anywhere on distinct buffers and messages.
 
 #include <array>
 #include <concepts>
@@ -10,8 +15,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "courier/detail/wire_decoder.hpp"
-#include "courier/detail/wire_encoder.hpp"
+#include "courier/wire/decoder.hpp"
+#include "courier/wire/encoder.hpp"
 #include "courier/token.hpp"
 
 // Typed messages: a struct with `static constexpr courier::token token` and `fields()` returning a tuple
@@ -77,7 +82,7 @@ void write_value(frame_writer& w, const T& v) {
     std::apply([&w](const auto&... f) { (write_value(w, f), ...); }, v.fields());
     w.end_list();
   } else {
-    static_assert(always_false<T>, "courier::wire: this field type has no wire mapping (see wire_message.hpp)");
+    static_assert(always_false<T>, "courier::wire: this field type has no wire mapping (see courier/wire/message.hpp)");
   }
 }
 
@@ -137,7 +142,7 @@ bool read_value(reader& r, T& v, error& err) {
     if (!read_fields(r, v.fields(), err)) return false;
     return check(r.end_list());
   } else {
-    static_assert(always_false<T>, "courier::wire: this field type has no wire mapping (see wire_message.hpp)");
+    static_assert(always_false<T>, "courier::wire: this field type has no wire mapping (see courier/wire/message.hpp)");
   }
   return true;
 }

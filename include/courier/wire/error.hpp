@@ -1,11 +1,18 @@
 #pragma once
+/// @file
+/// The wire codec's error model: errc (the protocol error numbers, category "courier.wire"), item_type
+/// (the item tags, which error reports name), error (a code with where and what the codec found) and
+/// wire::result<T>, an alias of courier::result<T, wire::error> (courier/result.hpp).
+///
+/// Thread-safety: value types; wire_category() is an immutable singleton, safe anywhere.
 
 #include <cstdint>
 #include <string>
 #include <system_error>
 #include <type_traits>
 #include <utility>
-#include <new>
+
+#include "courier/result.hpp"
 
 namespace courier::wire {
 
@@ -90,74 +97,16 @@ struct error {
   friend bool operator==(const error& e, errc c) noexcept { return e.code == c; }
 };
 
-/// A value or a wire::error: the codec's `expected`, until the compiler offers std::expected in C++20 mode.
+/// What result<T>::value() throws for this error: a std::system_error with error_code(), whose
+/// what() holds message(). result.hpp finds it by argument-dependent lookup.
+[[noreturn]] void throw_result_error(const error& e);
+
+/// A value or a wire::error: courier::result with the codec's error type. An errc converts to it
+/// implicitly (`return errc::truncated;`), as does an error; `failure(e)` always makes an error.
 ///
 /// Thread-safety: a value type.
 template <class T>
-class [[nodiscard]] result {
- public:
-  result(T value) noexcept(std::is_nothrow_move_constructible_v<T>)  // NOLINT: implicit by design
-      : value_(std::move(value)), ok_(true) {}
-  result(error e) noexcept : error_(e), ok_(false) {}         // NOLINT
-  result(errc c) noexcept : error_{c}, ok_(false) {}          // NOLINT
-
-  // A union rather than std::variant: for the scalars the reader returns, the variant's byte-wise index
-  // and storage went through the stack and cost a store-forwarding stall per item in the decode benchmark.
-  result(const result& o) requires std::is_trivially_copy_constructible_v<T> = default;
-  result(const result& o) noexcept(std::is_nothrow_copy_constructible_v<T>) : ok_(o.ok_) {
-    if (ok_) ::new (&value_) T(o.value_); else ::new (&error_) error(o.error_);
-  }
-  result(result&& o) requires std::is_trivially_move_constructible_v<T> = default;
-  result(result&& o) noexcept(std::is_nothrow_move_constructible_v<T>) : ok_(o.ok_) {
-    if (ok_) ::new (&value_) T(std::move(o.value_)); else ::new (&error_) error(o.error_);
-  }
-  result& operator=(const result&) = delete;
-  result& operator=(result&&) = delete;
-  ~result() requires std::is_trivially_destructible_v<T> = default;
-  ~result() {
-    if (ok_) value_.~T();
-  }
-
-  [[nodiscard]] bool has_value() const noexcept { return ok_; }
-  explicit operator bool() const noexcept { return ok_; }
-
-  // Unchecked, like std::expected: call only after has_value().
-  [[nodiscard]] T& value() & noexcept { return value_; }
-  [[nodiscard]] const T& value() const& noexcept { return value_; }
-  // By value from an rvalue: `for (auto x : *r.read<...>())` must not leave a reference into a dead temporary.
-  [[nodiscard]] T value() && noexcept(std::is_nothrow_move_constructible_v<T>) { return std::move(value_); }
-  T& operator*() & noexcept { return value_; }
-  const T& operator*() const& noexcept { return value_; }
-  T operator*() && noexcept(std::is_nothrow_move_constructible_v<T>) { return std::move(value_); }
-  T* operator->() noexcept { return &value_; }
-  const T* operator->() const noexcept { return &value_; }
-
-  [[nodiscard]] const error& err() const noexcept { return error_; }
-  [[nodiscard]] errc code() const noexcept { return ok_ ? errc{} : error_.code; }
-
- private:
-  union {
-    T value_;
-    error error_;
-  };
-  bool ok_;
-};
-
-template <>
-class [[nodiscard]] result<void> {
- public:
-  result() noexcept = default;
-  result(error e) noexcept : error_(e) {}   // NOLINT
-  result(errc c) noexcept : error_{c} {}    // NOLINT
-
-  [[nodiscard]] bool has_value() const noexcept { return error_.code == errc{}; }
-  explicit operator bool() const noexcept { return has_value(); }
-  [[nodiscard]] const error& err() const noexcept { return error_; }
-  [[nodiscard]] errc code() const noexcept { return error_.code; }
-
- private:
-  error error_{};  // code errc{}: success
-};
+using result = courier::result<T, error>;
 
 }  // namespace courier::wire
 

@@ -1,11 +1,18 @@
 #pragma once
+/// @file
+/// Which C++ scalar types map to which item tag (the `scalar` concept and tag_of<T>()), shared by the
+/// encoder, the reader and the message codec, and the UTF-8 check strings go through. Implementation
+/// detail of the codec (namespace wire::detail), public only because the public headers use it. Part of the
+/// wire codec (courier/wire.hpp).
+///
+/// Thread-safety: compile-time mappings and pure functions; safe anywhere.
 
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
-#include "courier/detail/wire_error.hpp"
+#include "courier/wire/error.hpp"
 
 // Which C++ scalar types map to which item tag; shared by the encoder, the reader and the message codec.
 namespace courier::wire::detail {

@@ -1,10 +1,15 @@
 #pragma once
+/// @file
+/// The generic frame printer: print() and to_text(), any frame (or a run of frames) as text without
+/// knowing its message type. Part of the wire codec (courier/wire.hpp); for tools and tests.
+///
+/// Thread-safety: free functions; safe on distinct streams.
 
 #include <iosfwd>
 #include <span>
 #include <string>
 
-#include "courier/detail/wire_decoder.hpp"
+#include "courier/wire/decoder.hpp"
 
 // The generic frame printer: any frame to text, without knowing its message type. The text form is
 // documented in tests/vectors/README.md, where it is the "meaning" half of every golden vector.

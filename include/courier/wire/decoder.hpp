@@ -1,4 +1,11 @@
 #pragma once
+/// @file
+/// Decoding: reader (a typed cursor over a frame's items), frame_view (a validated frame, viewed in
+/// place), parse_header/validate_frame/decode_frame, and the incremental decoder. Part of the wire
+/// codec (courier/wire.hpp).
+///
+/// Thread-safety: the free functions are safe anywhere; reader, frame_view and decoder objects are
+/// independent of each other, but one object is not safe to use from two threads at once.
 
 #include <cassert>
 #include <cstddef>
@@ -8,10 +15,10 @@
 #include <string_view>
 #include <vector>
 
-#include "courier/detail/wire_buffer.hpp"
-#include "courier/detail/wire_error.hpp"
-#include "courier/detail/wire_format.hpp"
-#include "courier/detail/wire_items.hpp"
+#include "courier/wire/buffer.hpp"
+#include "courier/wire/error.hpp"
+#include "courier/wire/format.hpp"
+#include "courier/wire/items.hpp"
 
 namespace courier::wire {
 

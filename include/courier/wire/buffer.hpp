@@ -1,4 +1,10 @@
 #pragma once
+/// @file
+/// out_buffer, the growable byte buffer frames are encoded into, and buffer_hooks, where it gets its
+/// memory. Part of the wire codec (courier/wire.hpp).
+///
+/// Thread-safety: value types; distinct buffers are independent, one buffer is not safe to use from
+/// two threads at once.
 
 #include <cstddef>
 #include <cstring>

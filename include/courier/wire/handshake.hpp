@@ -1,12 +1,17 @@
 #pragma once
+/// @file
+/// The handshake (docs/protocol.md, "Handshake and versioning"): handshake_info, agreement,
+/// encode_handshake(), decode_handshake() and negotiate(). Part of the wire codec (courier/wire.hpp).
+///
+/// Thread-safety: value types and free functions; safe anywhere on distinct objects.
 
 #include <cstdint>
 #include <string_view>
 
-#include "courier/detail/wire_buffer.hpp"
-#include "courier/detail/wire_decoder.hpp"
-#include "courier/detail/wire_error.hpp"
-#include "courier/detail/wire_format.hpp"
+#include "courier/wire/buffer.hpp"
+#include "courier/wire/decoder.hpp"
+#include "courier/wire/error.hpp"
+#include "courier/wire/format.hpp"
 
 // The handshake (docs/protocol.md, "Handshake and versioning").
 namespace courier::wire {

@@ -1,4 +1,10 @@
 #pragma once
+/// @file
+/// Encoding: frame_writer, which appends one frame to an out_buffer item by item, and encode_error()
+/// for ERROR frames. Part of the wire codec (courier/wire.hpp).
+///
+/// Thread-safety: a frame_writer is used by one thread; distinct writers on distinct buffers are
+/// independent.
 
 #include <cstddef>
 #include <cstdint>
@@ -6,10 +12,10 @@
 #include <span>
 #include <string_view>
 
-#include "courier/detail/wire_buffer.hpp"
-#include "courier/detail/wire_error.hpp"
-#include "courier/detail/wire_format.hpp"
-#include "courier/detail/wire_items.hpp"
+#include "courier/wire/buffer.hpp"
+#include "courier/wire/error.hpp"
+#include "courier/wire/format.hpp"
+#include "courier/wire/items.hpp"
 
 namespace courier::wire {
 
