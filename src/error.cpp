@@ -15,6 +15,10 @@ class category final : public std::error_category {
       case errc::system_shutdown: return "actor system shut down";
       case errc::stopped_by_request: return "stopped by request";
       case errc::empty_reference: return "empty actor reference";
+      case errc::name_not_found: return "name not found";
+      case errc::interface_mismatch: return "interface mismatch";
+      case errc::name_taken: return "name taken";
+      case errc::parent_stopped: return "parent stopped";
     }
     return "unknown courier error";
   }

@@ -19,6 +19,10 @@ enum class errc {
   system_shutdown,    ///< the actor system stopped the actor while shutting down
   stopped_by_request, ///< the actor was asked to stop from the outside
   empty_reference,    ///< the actor_ref refers to no actor (default-constructed, moved from or reset)
+  name_not_found = 267,     ///< no live actor is registered under the name
+  interface_mismatch = 268, ///< the name is registered under another reference type
+  name_taken = 269,         ///< the name is held by a live actor
+  parent_stopped = 271,     ///< a linked child stopped because its parent stopped
 };
 
 /// The "courier" error category. Thread-safe: a stateless singleton.
