@@ -248,6 +248,7 @@ shutdown_report system::shutdown(timespan deadline) {
     detail::abandoned_cores->push_back(core_);
   }
   core_ = nullptr;
+  registry_.clear();  // after the actors stopped, so that no handler puts a name back
   return report;
 }
 

@@ -5,7 +5,7 @@
 /// After `shutdown`, `spawn` throws, the run functions run nothing, and the counters keep their
 /// final values.
 ///
-/// Thread-safety: `spawn`, `dead_letters` and `live_actors` may be called from any
+/// Thread-safety: `spawn`, `registry`, `dead_letters` and `live_actors` may be called from any
 /// thread, including from handlers. `await_all_stopped` is for a thread that is not a worker.
 /// `run_one`, `poll` and `run_until_idle` (manual modes) are for one driving thread at a time. `shutdown` and the destructor are for the owning thread.
 ///
@@ -21,6 +21,7 @@
 
 #include "courier/actor.hpp"
 #include "courier/actor_ref.hpp"
+#include "courier/registry.hpp"
 #include "courier/scheduler.hpp"
 
 namespace courier {
@@ -48,6 +49,9 @@ class system {
   actor_ref<T> spawn(Args&&... args) {
     return spawn_as<T>(nullptr, detail::no_down_type, std::forward<Args>(args)...);
   }
+
+  /// The named registry of this system.
+  courier::registry& registry() noexcept { return registry_; }
 
   /// Waits until every actor has stopped (true) or `deadline` has passed (false); it does not ask
   /// them to stop. Manual systems are driven from the calling thread meanwhile, as `ask` does.
@@ -107,6 +111,7 @@ class system {
   detail::system_core* core_;  // null once shut down
   config settings_;
   std::uint64_t dead_letters_at_shutdown_ = 0;
+  courier::registry registry_;  // names hold references: emptied by shutdown
 };
 
 template <class Derived, class... Msgs>
