@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <stdexcept>
@@ -355,13 +356,18 @@ TEST_CASE("linked children in a threaded system: every child stops with the pare
   {
     courier::system sys{courier::config{}};
     notes in{sys};
+    auto w = sys.spawn<watcher>(in.ref());
     for (int r = 0; r < rounds; ++r) {
       auto p = sys.spawn<parent>(in.ref());
-      for (int i = 0; i < children; ++i) p.send(make_child{true, &destroyed});
+      for (int i = 0; i < children; ++i) {
+        p.send(make_child{true, &destroyed});
+        if (i % 5 == 0) w.send(watch<parent>{p});  // pushes onto the list the parent unlinks from
+      }
       for (int i = 0; i < children; i += 3) p.send(tell_child{static_cast<std::size_t>(i), false, true});
       p.send(quit{});
     }
-    REQUIRE(courier_test::eventually([&] { return sys.live_actors() == 1; }));
+    REQUIRE(courier_test::eventually([&] { return sys.live_actors() == 2; }));  // inbox and watcher
+    for (int i = 0; i < rounds * children / 5; ++i) REQUIRE(in.receive<courier::down>(5s).has_value());
   }
   CHECK(destroyed.load() == rounds * children);
 }
@@ -544,4 +550,59 @@ TEST_CASE("inbox: its actor stops with the inbox", "[context][inbox][determinist
   sys.run_until_idle();
   CHECK(sys.live_actors() == 0);
   CHECK_FALSE(kept.send(answer{1}));
+}
+
+// ----------------------------------------------------------------------------------------------
+// The README's example of the actor's context, as written there.
+
+namespace readme {
+
+struct job {
+  int n;
+};
+struct done {
+  int n;
+};
+using done_ref = courier::actor_ref<courier::inbox_actor<done>>;
+
+class worker : public courier::actor<worker, job> {
+ public:
+  explicit worker(done_ref out) : out_(std::move(out)) {}
+  void on(const job& j) { out_.send(done{j.n * 2}); }
+
+ private:
+  done_ref out_;
+};
+
+class boss : public courier::actor<boss, job, courier::down> {
+ public:
+  explicit boss(done_ref out) : out_(std::move(out)) {}
+  void on_start() { self().send(job{1}); }
+  void on(const job& j) { spawn_linked<worker>(out_).send(j); }
+  void on(const courier::down&) {}
+
+ private:
+  done_ref out_;
+};
+
+int run(std::vector<int>& got) {
+  courier::system sys;
+  courier::inbox<done> in{sys};
+  if (!sys.registry().put("boss", sys.spawn<boss>(in.ref()))) return 1;
+  if (auto b = sys.registry().get<boss>("boss")) b->send(job{21});
+  courier::result<done> a = in.receive<done>(std::chrono::seconds(1));
+  courier::result<done> b = in.receive<done>(std::chrono::seconds(1));
+  if (!a.has_value() || !b.has_value()) return 2;
+  got = {a->n, b->n};
+  return 0;
+}
+
+}  // namespace readme
+
+TEST_CASE("the README's context example runs", "[context][concurrent]") {
+  courier_test::watchdog wd("README context example");
+  std::vector<int> got;
+  REQUIRE(readme::run(got) == 0);
+  std::sort(got.begin(), got.end());
+  CHECK(got == std::vector<int>{2, 42});
 }
