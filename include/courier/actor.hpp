@@ -7,6 +7,11 @@
 /// call, map look-up or type-erased box per message. The runtime resumes an actor through one
 /// function pointer per batch, never per message.
 ///
+/// Optional hooks, found at compile time (declare them public): `void on_start()` runs on the
+/// actor's thread before its first message and may send and spawn (a constructor must not send:
+/// the actor's reference does not exist yet); `void on_stop()` runs when it stops. Actors without
+/// on_start pay nothing for it.
+///
 /// Thread-safety: an actor's handlers run on one thread at a time (the actor's own); its state
 /// needs no locks. Other threads interact with it only through `actor_ref`.
 
