@@ -270,7 +270,9 @@ class actor : public detail::actor_base {
   /// it receives `down` for the child as a monitor would (every exit; `reason` is empty when
   /// the child stopped normally). Otherwise an abnormal exit of the child (any non-empty
   /// reason: a throwing handler, stopped_by_request, ...) stops this actor with the child's
-  /// reason, as in Erlang and CAF; a normal exit is silent. Defined in system.hpp.
+  /// reason, as in Erlang and CAF; a normal exit is silent. Each side's link is an entry in the
+  /// other's watcher list, dropped when either stops (this actor unlinks a child when it hears
+  /// of its exit: a walk of its watcher list). Defined in system.hpp.
   template <class T, class... Args>
   actor_ref<T> spawn_linked(Args&&... args);
 
