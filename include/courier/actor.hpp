@@ -7,6 +7,11 @@
 /// call, map look-up or type-erased box per message. The runtime resumes an actor through one
 /// function pointer per batch, never per message.
 ///
+/// Optional hooks, found at compile time (declare them public): `void on_start()` runs on the
+/// actor's thread before its first message and may send and spawn (a constructor must not send:
+/// the actor's reference does not exist yet); `void on_stop()` runs when it stops. Actors without
+/// on_start pay nothing for it.
+///
 /// Thread-safety: an actor's handlers run on one thread at a time (the actor's own); its state
 /// needs no locks. Other threads interact with it only through `actor_ref`.
 
@@ -48,11 +53,23 @@ struct actor_ops {
   const char* (*message_name)(std::uint16_t type) noexcept;
 };
 
-/// A watcher's registration on the actor it monitors.
+/// What a stopping actor does for one entry of its watcher list.
+enum class link_kind : std::uint8_t {
+  monitor,        ///< send `down` (type `down_type`) to the watcher
+  notify_parent,  ///< the watcher is this linked child's parent: send it a child_exit message
+  stop_child,     ///< the watcher is a linked child of this actor: stop it with parent_stopped
+};
+
+/// `down_type` of a parent that does not accept `courier::down`.
+inline constexpr std::uint16_t no_down_type = 0xffff;
+
+/// A watcher's registration on the actor it monitors (or one side of a parent-child link). The
+/// list is pushed to by any thread (CAS on the head) and only unlinked by its owner's thread.
 struct monitor_link {
   monitor_link* next;
   actor_base* watcher;  // strong reference
   std::uint16_t down_type;
+  link_kind kind = link_kind::monitor;
 };
 
 /// What producers read next to the mailbox word: set at spawn, then read-mostly.
@@ -113,6 +130,14 @@ class actor_base {
   /// Copies the reason this actor stopped with; valid once it has stopped.
   error exit_reason() const;
 
+  /// True once the actor has stopped (its monitors have been told). Thread-safe.
+  bool has_stopped() const noexcept;
+
+  /// Links a just-built `child` (not yet started) to this running parent: the child stops with
+  /// parent_stopped when this actor stops; this actor is told when the child stops (see
+  /// handle_child_exit). `down_type` is this actor's index of `down`, or no_down_type.
+  void link_child(actor_base* child, std::uint16_t down_type);
+
   actor_identity& identity() noexcept { return mailbox_.shared; }
 
  protected:
@@ -121,6 +146,13 @@ class actor_base {
 
   /// Replies, failed requests and stop requests: the messages every actor accepts.
   void handle_system(message_header* msg);
+  /// Drops the link to a stopped child and reports its exit: `down` when this actor accepts it,
+  /// else an abnormal exit stops this actor with the child's reason.
+  void handle_child_exit(child_exit_slot* slot);
+  /// Tells the parent on the other end of `link` that this actor stopped (from terminate).
+  void notify_parent(monitor_link* link, const error& reason);
+  /// Removes this actor's link to `child` (this actor's thread only) and drops its reference.
+  void unlink_child(actor_base* child) noexcept;
   static void discard_system(message_header* msg) noexcept;
 
   /// Closes the mailbox, fails what was queued, tells the monitors and leaves the registry. The
@@ -146,6 +178,25 @@ class actor_base {
 
 /// A stopped actor's monitor list holds this marker: later monitors get `down` at once.
 inline monitor_link* const monitors_closed = reinterpret_cast<monitor_link*>(std::uintptr_t{1});
+
+inline bool actor_base::has_stopped() const noexcept {
+  return monitors_.load(std::memory_order_acquire) == monitors_closed;
+}
+
+/// The system that owns `core`; valid while that system exists.
+courier::system* system_of(const system_core* core) noexcept;
+
+/// Detects the optional start hook (public, or reachable by befriending courier::actor).
+template <class T>
+concept has_on_start = requires(T& t) { t.on_start(); };
+
+/// Queues the start message of an actor with on_start(); called once, at spawn.
+inline void queue_start(actor_base* a) {
+  auto* slot = pool::make<start_slot>();
+  slot->type = start_type;
+  slot->reply_to = nullptr;
+  if (!a->enqueue(slot)) pool::destroy(slot);
+}
 
 /// Names the actor and the message in the compiler's "required from" trail when a send does not
 /// type-check, e.g. `courier::detail::actor_does_not_accept<counter, reset>`.
@@ -270,6 +321,25 @@ class actor : public detail::actor_base {
   /// request fails with errc::actor_stopped (and the message is a dead letter).
   template <class T, class M>
   delegated<reply_type_t<T, std::remove_cvref_t<M>>> delegate(const actor_ref<T>& target, M&& msg);
+
+  /// The system this actor runs in; valid while that system exists. Not from the constructor.
+  courier::system& system() const noexcept { return *detail::system_of(core()); }
+
+  /// Spawns `T` into this actor's system, like `system().spawn<T>(args...)`. From handlers,
+  /// on_start and on_stop; not from the constructor. Defined in system.hpp.
+  template <class T, class... Args>
+  actor_ref<T> spawn(Args&&... args);
+
+  /// Spawns `T` linked to this actor: the child stops with errc::parent_stopped when this actor
+  /// stops, and this actor hears when the child stops. If this actor accepts `courier::down`,
+  /// it receives `down` for the child as a monitor would (every exit; `reason` is empty when
+  /// the child stopped normally). Otherwise an abnormal exit of the child (any non-empty
+  /// reason: a throwing handler, stopped_by_request, ...) stops this actor with the child's
+  /// reason, as in Erlang and CAF; a normal exit is silent. Each side's link is an entry in the
+  /// other's watcher list, dropped when either stops (this actor unlinks a child when it hears
+  /// of its exit: a walk of its watcher list). Defined in system.hpp.
+  template <class T, class... Args>
+  actor_ref<T> spawn_linked(Args&&... args);
 
  private:
   friend class system;
@@ -423,7 +493,16 @@ detail::resume_result actor<Derived, Msgs...>::resume_impl(detail::actor_base* b
       } else {
         detail::message_header* system_msg = msg;
         msg = nullptr;
-        self->handle_system(system_msg);
+        if constexpr (detail::has_on_start<Derived>) {
+          if (system_msg->type == detail::start_type) {
+            pool::destroy(static_cast<detail::start_slot*>(system_msg));
+            static_cast<Derived*>(self)->on_start();
+          } else {
+            self->handle_system(system_msg);
+          }
+        } else {
+          self->handle_system(system_msg);
+        }
       }
       if (self->stop_requested_) [[unlikely]]
         break;

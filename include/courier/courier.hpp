@@ -1,6 +1,7 @@
 #pragma once
 /// @file
-/// Everything a Courier program needs: actors, references, the system and its configuration.
+/// Everything a Courier program needs: actors, references, the system and its configuration, the
+/// named registry and the plain thread's inbox.
 
 #include "courier/actor.hpp"
 #include "courier/actor_ref.hpp"
@@ -9,5 +10,7 @@
 #include "courier/interface.hpp"
 #include "courier/pool.hpp"
 #include "courier/response_promise.hpp"
+#include "courier/receive.hpp"
+#include "courier/registry.hpp"
 #include "courier/system.hpp"
 #include "courier/system_messages.hpp"

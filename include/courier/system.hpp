@@ -5,9 +5,9 @@
 /// After `shutdown`, `spawn` throws, the run functions run nothing, and the counters keep their
 /// final values.
 ///
-/// Thread-safety: `spawn`, `dead_letters` and `live_actors` may be called from any thread,
-/// including from handlers. `run_one`, `poll` and `run_until_idle` (manual modes) are for one
-/// driving thread at a time. `shutdown` and the destructor are for the owning thread.
+/// Thread-safety: `spawn`, `registry`, `dead_letters` and `live_actors` may be called from any
+/// thread, including from handlers. `await_all_stopped` is for a thread that is not a worker.
+/// `run_one`, `poll` and `run_until_idle` (manual modes) are for one driving thread at a time. `shutdown` and the destructor are for the owning thread.
 ///
 /// Actor references must not be used after their system is destroyed.
 
@@ -22,6 +22,7 @@
 #include "courier/actor.hpp"
 #include "courier/actor_ref.hpp"
 #include "courier/config.hpp"
+#include "courier/registry.hpp"
 
 namespace courier {
 
@@ -41,27 +42,21 @@ class system {
   ~system();
 
   /// Builds a `T` in a pooled slot and starts it. `T`'s constructor must not send (its reference
-  /// does not exist yet); send it a first message instead. Throws std::system_error
+  /// does not exist yet); give `T` an `on_start()` instead, which runs on the actor's thread
+  /// before its first message and may send and spawn. Throws std::system_error
   /// (errc::system_shutdown) after `shutdown`.
   template <class T, class... Args>
   actor_ref<T> spawn(Args&&... args) {
-    static_assert(std::is_base_of_v<detail::actor_base, T>, "courier: spawn<T> needs T derived from courier::actor");
-    if (core_ == nullptr) throw std::system_error(make_error_code(errc::system_shutdown), "courier: spawn after shutdown");
-    void* slot = pool::allocate(sizeof(T), pool::max_alignment);  // see actor_base: cache-line layout
-    T* object;
-    try {
-      object = ::new (slot) T(std::forward<Args>(args)...);
-    } catch (...) {
-      pool::deallocate(slot, sizeof(T), pool::max_alignment);
-      throw;
-    }
-    detail::actor_base* base = object;
-    base->identity().core = core_;
-    object->self_ = actor_ref<T>::adopt(base);  // the keep-alive reference
-    detail::register_actor(core_, base);
-    base->add_ref();
-    return actor_ref<T>::adopt(base);
+    return spawn_as<T>(nullptr, detail::no_down_type, std::forward<Args>(args)...);
   }
+
+  /// The named registry of this system.
+  courier::registry& registry() noexcept { return registry_; }
+
+  /// Waits until every actor has stopped (true) or `deadline` has passed (false); it does not ask
+  /// them to stop. Manual systems are driven from the calling thread meanwhile, as `ask` does.
+  /// Returns false at once from a handler or a worker thread, where waiting would deadlock.
+  bool await_all_stopped(timespan deadline);
 
   /// Asks every actor to stop (after the messages already queued), waits up to `deadline` for
   /// them, then stops the workers. Actors still running at the deadline (a handler that never
@@ -89,10 +84,51 @@ class system {
   const config& settings() const noexcept;
 
  private:
+  template <class Derived, class... Msgs>
+  friend class actor;
+
+  /// spawn, optionally linked to `parent` (then `parent_down_type` is its index of `down`).
+  template <class T, class... Args>
+  actor_ref<T> spawn_as(detail::actor_base* parent, std::uint16_t parent_down_type, Args&&... args) {
+    static_assert(std::is_base_of_v<detail::actor_base, T>, "courier: spawn<T> needs T derived from courier::actor");
+    if (core_ == nullptr) throw std::system_error(make_error_code(errc::system_shutdown), "courier: spawn after shutdown");
+    void* slot = pool::allocate(sizeof(T), pool::max_alignment);  // see actor_base: cache-line layout
+    T* object;
+    try {
+      object = ::new (slot) T(std::forward<Args>(args)...);
+    } catch (...) {
+      pool::deallocate(slot, sizeof(T), pool::max_alignment);
+      throw;
+    }
+    detail::actor_base* base = object;
+    base->identity().core = core_;
+    object->self_ = actor_ref<T>::adopt(base);  // the keep-alive reference
+    detail::register_actor(core_, base);
+    if (parent != nullptr) parent->link_child(base, parent_down_type);  // before its first message
+    if constexpr (detail::has_on_start<T>) detail::queue_start(base);
+    base->add_ref();
+    return actor_ref<T>::adopt(base);
+  }
+
   detail::system_core* core_;  // null once shut down
   config settings_;
   std::uint64_t dead_letters_at_shutdown_ = 0;
   std::uint64_t unawaited_at_shutdown_ = 0;
+  courier::registry registry_;  // names hold references: emptied by shutdown
 };
+
+template <class Derived, class... Msgs>
+template <class T, class... Args>
+actor_ref<T> actor<Derived, Msgs...>::spawn(Args&&... args) {
+  return system().template spawn<T>(std::forward<Args>(args)...);
+}
+
+template <class Derived, class... Msgs>
+template <class T, class... Args>
+actor_ref<T> actor<Derived, Msgs...>::spawn_linked(Args&&... args) {
+  std::uint16_t down_type = detail::no_down_type;
+  if constexpr (accepts<down>) down_type = type_index<down>;
+  return system().template spawn_as<T>(this, down_type, std::forward<Args>(args)...);
+}
 
 }  // namespace courier

@@ -59,6 +59,12 @@ void actor_base::handle_system(message_header* msg) {
       stop_requested_ = true;
       break;
     }
+    case child_exit_type:
+      handle_child_exit(static_cast<child_exit_slot*>(msg));
+      break;
+    case start_type:  // unreachable: only actors with on_start() are sent one, and they handle it
+      pool::destroy(static_cast<start_slot*>(msg));
+      break;
     default:
       pool::destroy(msg);  // unreachable: no other system types are ever sent
   }
@@ -81,6 +87,12 @@ void actor_base::discard_system(message_header* msg) noexcept {
     }
     case exit_type:
       pool::destroy(static_cast<exit_slot*>(msg));
+      break;
+    case child_exit_type:  // the parent's link to the child is released by its own terminate
+      pool::destroy(static_cast<child_exit_slot*>(msg));
+      break;
+    case start_type:
+      pool::destroy(static_cast<start_slot*>(msg));
       break;
     default:
       break;
@@ -107,8 +119,15 @@ void actor_base::terminate(const error& reason) noexcept {
   while (links != nullptr) {
     monitor_link* next = links->next;
     try {
-      auto* msg = make_message<down>(links->down_type, nullptr, id(), reason);
-      if (!links->watcher->enqueue(msg)) pool::destroy(msg);
+      switch (links->kind) {
+        case link_kind::monitor: {
+          auto* msg = make_message<down>(links->down_type, nullptr, id(), reason);
+          if (!links->watcher->enqueue(msg)) pool::destroy(msg);
+          break;
+        }
+        case link_kind::notify_parent: notify_parent(links, reason); break;
+        case link_kind::stop_child: links->watcher->request_exit(errc::parent_stopped); break;
+      }
     } catch (...) {
       // Out of memory while stopping: the watcher misses this down, nothing else is lost.
     }
@@ -180,7 +199,7 @@ std::vector<system_core*>* abandoned_cores = nullptr;
 // -------------------------------------------------------------------------------------------------
 // system
 
-system::system(config cfg) : core_(new detail::system_core(cfg)), settings_(core_->cfg) {}
+system::system(config cfg) : core_(new detail::system_core(cfg)), settings_(core_->cfg) { core_->owner = this; }
 
 system::~system() {
   if (core_ == nullptr) return;
@@ -234,6 +253,7 @@ shutdown_report system::shutdown(timespan deadline) {
     detail::abandoned_cores->push_back(core_);
   }
   core_ = nullptr;
+  registry_.clear();  // after the actors stopped, so that no handler puts a name back
   return report;
 }
 

@@ -127,6 +127,7 @@ class system_core {
 
   config cfg;
   bool manual;
+  courier::system* owner = nullptr;  // the system object (not movable); set by its constructor
 
   // Scheduler.
   std::vector<std::unique_ptr<worker>> workers;

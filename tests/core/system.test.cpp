@@ -65,19 +65,16 @@ class tally : public courier::actor<tally, tick> {
   std::atomic<int>* n_;
 };
 
-/// Spawns a child from a handler and forwards to it.
+/// Spawns a child from a handler (into its own system) and forwards to it.
 struct make_child {};
-struct child_total {};
-class parent : public courier::actor<parent, make_child, child_total, add> {
+struct child_ref {};
+class parent : public courier::actor<parent, make_child, child_ref, add> {
  public:
-  void on(const make_child&) { child_ = system_->spawn<counter>(); }
+  void on(const make_child&) { child_ = spawn<counter>(); }
   void on(const add& m) { child_.send(m); }
-  int on(const child_total&) { return child_ ? 1 : 0; }
-  explicit parent(courier::system* s) : system_(s) {}
-  courier::actor_ref<counter> child() const { return child_; }
+  courier::actor_ref<counter> on(const child_ref&) { return child_; }
 
  private:
-  courier::system* system_;
   courier::actor_ref<counter> child_;
 };
 
@@ -166,15 +163,19 @@ TEST_CASE("manual modes: run_until_idle and poll use the configured throughput",
 TEST_CASE("spawn from a handler; live_actors counts spawned and stopped actors", "[system][deterministic]") {
   courier_test::watchdog wd("spawn from handler");
   courier::system sys{courier::config::deterministic()};
-  auto p = sys.spawn<parent>(&sys);
+  auto p = sys.spawn<parent>();
   CHECK(sys.live_actors() == 1);
   p.send(make_child{});
   p.send(add{20, 22});
   sys.run_until_idle();
   CHECK(sys.live_actors() == 2);
-  CHECK(p.ask(child_total{}, 1s).value() == 1);
-  auto child = p.ask(child_total{}, 1s);
+  auto child = p.ask(child_ref{}, 1s);
   REQUIRE(child.has_value());
+  REQUIRE(*child);
+  CHECK(child->ask(get{}, 1s).value() == 42);  // the child got the message its parent forwarded
+  child->send(quit{});
+  sys.run_until_idle();
+  CHECK(sys.live_actors() == 1);
 }
 
 // ----------------------------------------------------------------------------------------------

@@ -15,12 +15,15 @@
 namespace courier::detail {
 
 struct pending_base;
+class actor_base;
 
 /// Type indices at and above this one are Courier's own: replies, errors and stop requests.
 inline constexpr std::uint16_t first_system_type = 0xfff0;
 inline constexpr std::uint16_t response_type = 0xfff0;
 inline constexpr std::uint16_t error_response_type = 0xfff1;
 inline constexpr std::uint16_t exit_type = 0xfff2;
+inline constexpr std::uint16_t start_type = 0xfff3;       // queued at spawn only for actors with on_start()
+inline constexpr std::uint16_t child_exit_type = 0xfff4;  // a linked child tells its parent it stopped
 
 struct message_header {
   message_header* next;      // the mailbox's link; written before the publishing CAS
@@ -50,6 +53,18 @@ struct error_slot : message_header {
 /// A stop request from the outside (system shutdown or `actor_ref::stop`).
 struct exit_slot : message_header {
   errc reason;
+};
+
+/// Runs the actor's on_start() before its first message.
+struct start_slot : message_header {};
+
+/// A linked child stopped. `child` stays valid while the parent's link holds it, which is until
+/// the parent handles this message or stops.
+struct child_exit_slot : message_header {
+  actor_base* child;
+  std::uint64_t id;
+  error reason;
+  std::uint16_t down_type;  // the parent's index of `down`, or no_down_type
 };
 
 }  // namespace courier::detail
