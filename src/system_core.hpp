@@ -195,7 +195,8 @@ class timer_service {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::vector<entry> heap_;
-  std::vector<entry> due_;
+  std::vector<entry> due_;          // the thread's
+  std::vector<entry> virtual_due_;  // the virtual clock's; one driving thread at a time
   std::uint64_t seq_ = 0;
   bool stop_ = false;
   std::atomic<bool> stopped_{false};

@@ -266,28 +266,29 @@ void actor<Derived, Msgs...>::monitor(const actor_ref<T>& target) {
 
 namespace detail {
 
-/// How a periodic timer learns that its tick was handled: each tick is sent as a request whose
-/// reply (or failure) comes back here, on the handling thread, and clears `in_flight`.
+/// How a periodic timer learns that its tick was handled: each tick is sent as a request, and
+/// the request's record is released (reaches zero references) once the tick was handled or
+/// dropped, on that thread. That is the last thing the reply path does with it, so the owner
+/// may go away from there on.
 struct periodic_ack : pending_base {
   timer_record* owner = nullptr;
   std::atomic<bool> in_flight{false};
 
   periodic_ack() noexcept {
     ops = &table;
-    refs.store(1, std::memory_order_relaxed);  // the owner's, never dropped: the owner frees it
+    refs.store(0, std::memory_order_relaxed);  // one per tick in flight
   }
-  static void handled(pending_base* self) noexcept {
+  // Ticks have no requesting actor, so no reply message is ever built, and nothing waits.
+  static void deliver(pending_base*, message_header*) {}
+  static void discard_reply(message_header*) noexcept {}
+  static void complete(pending_base*, void*) {}
+  static void fail(pending_base*, const error&) {}
+  static void destroy(pending_base* self) noexcept {
     auto* a = static_cast<periodic_ack*>(self);
     timer_record* owner = a->owner;
     a->in_flight.store(false, std::memory_order_release);
-    release(owner);  // the tick's reference
+    release(owner);  // the tick's reference; may free the ack with its owner
   }
-  // Ticks have no requesting actor, so no reply message is ever built.
-  static void deliver(pending_base*, message_header*) {}
-  static void discard_reply(message_header*) noexcept {}
-  static void complete(pending_base* self, void*) { handled(self); }
-  static void fail(pending_base* self, const error&) { handled(self); }
-  static void destroy(pending_base*) noexcept {}
   static constexpr pending_ops table{&deliver, &discard_reply, &complete, &fail, &destroy};
 };
 
@@ -319,12 +320,12 @@ struct periodic_record : timer_record {
     }
     r->ack.in_flight.store(true, std::memory_order_relaxed);
     r->ack.state.store(0, std::memory_order_relaxed);
-    r->ack.refs.fetch_add(1, std::memory_order_relaxed);
+    r->ack.refs.store(1, std::memory_order_relaxed);
     r->refs.fetch_add(1, std::memory_order_relaxed);  // the tick's
     if (r->target->enqueue(tick)) return r->period;
     // The actor stopped: the timer ends with it.
     pool::destroy(tick);
-    r->ack.refs.fetch_sub(1, std::memory_order_relaxed);
+    r->ack.refs.store(0, std::memory_order_relaxed);
     r->ack.in_flight.store(false, std::memory_order_relaxed);
     r->refs.fetch_sub(1, std::memory_order_relaxed);  // the timer still holds one: never the last
     std::uint32_t expected = armed;
