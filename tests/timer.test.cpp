@@ -375,6 +375,29 @@ TEST_CASE("a request time-out made by an actor fires on its worker, never early"
   CHECK(log.settled_at - start < 270ms);  // did not wait for the reply
 }
 
+TEST_CASE("a reply handled on another worker cancels the time-out through its owner's inbox",
+          "[timer][concurrent]") {
+  courier_test::watchdog wd("remote cancel", 60s);
+  courier::config cfg;
+  cfg.workers = 2;
+  courier::system sys{cfg};
+  outcome_log log;
+  auto target = sys.spawn<box>();
+  auto r = sys.spawn<requester>(&log);
+  constexpr int rounds = 20;
+  for (int i = 0; i < rounds; ++i) {
+    // The target naps on one worker, so the request (and its time-out) is made on the other;
+    // the reply then wakes the requester on the target's worker, which settles it there.
+    target.send(nap{10ms});
+    std::this_thread::sleep_for(2ms);
+    r.send(fetch{target, 5s});
+    REQUIRE(courier_test::eventually([&] { return log.settled() == i + 1; }, 10s));
+  }
+  std::lock_guard lock(log.mutex);
+  CHECK(log.values == rounds);
+  CHECK(log.errors.empty());
+}
+
 TEST_CASE("many requests with time-outs across workers all get their replies", "[timer][concurrent]") {
   courier_test::watchdog wd("many time-outs", 60s);
   courier::config cfg;
