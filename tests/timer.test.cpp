@@ -363,7 +363,7 @@ TEST_CASE("a request time-out made by an actor fires on its worker, never early"
   outcome_log log;
   auto slow = sys.spawn<box>();
   auto r = sys.spawn<requester>(&log);
-  slow.send(nap{300ms});
+  slow.send(nap{1s});
   std::this_thread::sleep_for(20ms);  // a worker has taken it
   const auto start = std::chrono::steady_clock::now();
   r.send(fetch{slow, 50ms});
@@ -372,7 +372,7 @@ TEST_CASE("a request time-out made by an actor fires on its worker, never early"
   REQUIRE(log.errors.size() == 1);
   CHECK(log.errors[0] == errc::request_timeout);
   CHECK(log.settled_at - start >= 50ms);
-  CHECK(log.settled_at - start < 270ms);  // did not wait for the reply
+  CHECK(log.settled_at - start < 800ms);  // did not wait for the reply (loose: loaded machines)
 }
 
 TEST_CASE("a reply handled on another worker cancels the time-out through its owner's inbox",
