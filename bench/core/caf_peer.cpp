@@ -191,6 +191,34 @@ caf::behavior ring_node(caf::stateful_actor<ring_state>* self,
   };
 }
 
+// -- W8 -----------------------------------------------------------------------
+
+caf::behavior w8_server(caf::event_based_actor*) {
+  return {
+    [](std::int64_t x) { return x + 1; },
+  };
+}
+
+void w8_next(caf::stateful_actor<counter_state>* self, caf::actor server,
+             std::size_t n, finish_line* fl) {
+  if (self->state.count == n) {
+    fl->finish(self);
+    self->quit();
+    return;
+  }
+  ++self->state.count;
+  self->request(server, std::chrono::seconds(1),
+                static_cast<std::int64_t>(self->state.count))
+    .then([=](std::int64_t) { w8_next(self, server, n, fl); });
+}
+
+caf::behavior w8_client(caf::stateful_actor<counter_state>* self,
+                        caf::actor server, std::size_t n, finish_line* fl) {
+  return {
+    [=](go_atom) { w8_next(self, server, n, fl); },
+  };
+}
+
 } // namespace
 
 void set_timeout(std::chrono::milliseconds timeout) {
@@ -315,6 +343,29 @@ result w5_ring(std::size_t actors, std::size_t hops) {
     return {0};
   auto r = rate(hops, fl.seconds_since(t0));
   shutdown_all(ring); // the ring is a reference cycle: break it explicitly
+  return {r};
+}
+
+} // namespace courier_bench::caf_peer
+
+namespace courier_bench::caf_peer {
+
+result w8_request_timeout(std::size_t n) {
+  if (n == 0)
+    return {0};
+  finish_line fl;
+  peer_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  fl.main = self->address();
+  auto server = sys.spawn(w8_server);
+  auto client = sys.spawn(w8_client, server, n, &fl);
+  auto t0 = clock_type::now();
+  self->send(client, go_atom::value);
+  if (!await_done(self, "W8 request-timeout", {client, server}))
+    return {0};
+  auto r = rate(n, fl.seconds_since(t0));
+  shutdown_all({server});
   return {r};
 }
 

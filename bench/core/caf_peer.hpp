@@ -54,6 +54,10 @@ result w4_spawn(std::size_t n);
 /// (the classic benchmark: 503 actors, 10,000,000 hops). ops = hops/s.
 result w5_ring(std::size_t actors, std::size_t hops);
 
+/// W8: one actor makes n requests to another with `request(..., 1s)`, each awaited (its
+/// `then` makes the next). ops = requests.
+result w8_request_timeout(std::size_t n);
+
 /// Timeout for each workload (default 120 s).
 void set_timeout(std::chrono::milliseconds timeout);
 

@@ -60,6 +60,10 @@ int main(int argc, char** argv) {
          return cp::w5_ring(n.w5_actors, n.w5_hops).ops_per_s;
        }),
        "hop");
+  line("W8 request-timeout", median_of(runs, [&] {
+         return cp::w8_request_timeout(n.w8_requests).ops_per_s;
+       }),
+       "request");
   double mc = median_of(runs, [&] {
     return courier_bench::moodycamel_enqueue_dequeue_ns(n.floor_messages);
   });

@@ -1,9 +1,12 @@
 // courier-bench: Courier and CAF 0.17 side by side on the same workloads, in the same run.
-//   courier-bench [--quick] [--runs N]
-// Prints one line per workload, "W1 self-send courier=<ops/s> caf=<ops/s> ratio=<courier/caf>",
+//   courier-bench [--quick] [--runs N] [--only W8]
+// Prints one line per workload, "W1 self-send courier=<ops/s> caf=<ops/s> ratio=<courier/caf>"
+// (W8: "W8 request-timeout courier=<req/s> no_timeout=<req/s> caf=<req/s> ratio=<courier/caf>
+// overhead=<no_timeout/courier>"),
 // each figure the median of N runs (default 5); --quick is the CI smoke run (sizes / 100, 1 run).
 #include <cstdio>
 #include <functional>
+#include <vector>
 
 #include "bench_util.hpp"
 #include "caf_peer.hpp"
@@ -48,6 +51,26 @@ void line(const char* name, const figures& courier, const figures& caf, const ch
   std::fflush(stdout);
 }
 
+/// Side by side in one process: requests with a time-out, without, and CAF's with a time-out.
+void w8_line(int runs, std::size_t requests) {
+  // With and without a time-out alternate, so that a change in the machine's load hits both alike.
+  std::vector<cs::result> without;
+  const auto c8 = median_result<cs::result>(runs, [&] {
+    without.push_back(cs::w8_request(requests, false));
+    return cs::w8_request(requests, true);
+  });
+  std::size_t at = 0;
+  const auto plain = median_result<cs::result>(runs, [&] { return without[at++]; });
+  const auto f8 = median_result<cp::result>(runs, [&] { return cp::w8_request_timeout(requests); });
+  std::printf("W8 request-timeout courier=%.0f no_timeout=%.0f caf=%.0f ratio=%.2f overhead=%.2f\n", c8.ops, plain.ops,
+              f8.ops, f8.ops > 0 ? c8.ops / f8.ops : 0.0, c8.ops > 0 ? plain.ops / c8.ops : 0.0);
+  std::printf("    courier %.1f ns/request (%.1f without a time-out), caf %.1f ns/request, courier heap "
+              "allocations/request=%.6f\n",
+              c8.ops > 0 ? 1e9 / c8.ops : 0.0, plain.ops > 0 ? 1e9 / plain.ops : 0.0, f8.ops > 0 ? 1e9 / f8.ops : 0.0,
+              c8.allocations_per_op);
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -59,6 +82,10 @@ int main(int argc, char** argv) {
 
   std::printf("machine: %s\n", courier_bench::machine_description().c_str());
   std::printf("mode: %s, median of %d run(s) per figure\n", quick ? "quick" : "full", runs);
+  if (opts.only == "W8") {
+    w8_line(runs, n.w8_requests);
+    return 0;
+  }
   // Memory per actor first, while the pool holds no free slots of an actor's size (later runs
   // reuse the slots of earlier ones and would show no growth at all).
   const cs::result memory = cs::w4_spawn(n.w4_actors);
@@ -78,6 +105,8 @@ int main(int argc, char** argv) {
               memory.actor_slot_bytes);
   line("W5 thread-ring", median_result<cs::result>(runs, [&] { return cs::w5_ring(n.w5_actors, n.w5_hops); }),
        median_result<cp::result>(runs, [&] { return cp::w5_ring(n.w5_actors, n.w5_hops); }), "hop");
+
+  w8_line(runs, n.w8_requests);
 
   std::printf("floor: courier mailbox push+pop %.1f ns, moodycamel enqueue+dequeue %.1f ns (one thread)\n",
               median_of(runs, [&] { return cs::mailbox_push_pop_ns(n.floor_messages); }),

@@ -1,5 +1,6 @@
 #include "courier_workloads.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -188,8 +189,70 @@ class ring_node : public courier::actor<ring_node, link_to, token> {
   courier::actor_ref<ring_node> next_;
 };
 
+// W8 -------------------------------------------------------------------------------------------
+
+struct w8_value {
+  std::uint64_t n;
+};
+struct w8_start {
+  std::uint64_t count;
+};
+
+class w8_server : public courier::actor<w8_server, w8_value> {
+ public:
+  std::uint64_t on(const w8_value& v) { return v.n + 1; }
+};
+
+class w8_client : public courier::actor<w8_client, w8_start> {
+ public:
+  w8_client(finish_line* fl, courier::actor_ref<w8_server> server, bool with_timeout)
+      : fl_(fl), server_(std::move(server)), timeout_(with_timeout ? courier::timespan(std::chrono::seconds(1)) : courier::infinite) {}
+  void on(const w8_start& s) {
+    remaining_ = s.count;
+    next();
+  }
+  void on_stop() { server_.reset(); }
+  std::uint64_t failures = 0;
+
+ private:
+  void next() {
+    if (remaining_ == 0) {
+      fl_->finish();
+      return;
+    }
+    --remaining_;
+    server_.request(w8_value{remaining_}, timeout_)
+        .then([this](std::uint64_t) { next(); }, [this](const courier::error&) { ++failures; });
+  }
+  finish_line* fl_;
+  courier::actor_ref<w8_server> server_;
+  courier::timespan timeout_;
+  std::uint64_t remaining_ = 0;
+};
 
 }  // namespace
+
+result w8_request(std::size_t n, bool with_timeout) {
+  courier::system sys;
+  auto server = sys.spawn<w8_server>();
+  // Warm-up: the pool's size classes for requests, replies and pending records.
+  {
+    finish_line warm;
+    auto client = sys.spawn<w8_client>(&warm, server, with_timeout);
+    client.send(w8_start{std::min<std::uint64_t>(n / 10 + 1, 10'000)});
+    if (!warm.wait()) return {};
+  }
+  finish_line fl;
+  auto client = sys.spawn<w8_client>(&fl, server, with_timeout);
+  auto events = heap_events();
+  auto t0 = clock_type::now();
+  client.send(w8_start{n});
+  if (!fl.wait()) return {};
+  result r;
+  r.ops_per_s = rate(n, fl.seconds_since(t0));
+  r.allocations_per_op = static_cast<double>(heap_events() - events) / static_cast<double>(n);
+  return r;
+}
 
 result w1_self_send(std::size_t n) {
   courier::system sys;

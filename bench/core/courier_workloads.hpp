@@ -1,4 +1,4 @@
-// courier_workloads.hpp -- the Courier side of courier-bench: the same five workloads as
+// courier_workloads.hpp -- the Courier side of courier-bench: the same workloads as
 // caf_peer.hpp, timed the same way (clock starts just before the first send; the handler of the
 // last message records the end time), each on a fresh courier::system with default workers.
 #pragma once
@@ -22,6 +22,10 @@ result w3_fan_in(std::size_t per_sender, std::size_t senders = 4);
 /// pool slots freed by earlier ones, so no new chunk shows up.
 result w4_spawn(std::size_t n);
 result w5_ring(std::size_t actors, std::size_t hops);
+
+/// W8: one actor makes n requests to another, each awaited (its continuation makes the next),
+/// each with a 1 s time-out (`with_timeout`) or none. ops = requests.
+result w8_request(std::size_t n, bool with_timeout);
 
 /// One thread pushes a pooled message into a mailbox and pops it again, n times: the floor the
 /// moodycamel queue is compared with. ns per push+pop.

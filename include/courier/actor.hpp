@@ -16,9 +16,11 @@
 /// needs no locks. Other threads interact with it only through `actor_ref`.
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <new>
+#include <stdexcept>
 #include <type_traits>
 #include <typeinfo>
 #include <utility>
@@ -32,6 +34,7 @@
 #include "courier/detail/message.hpp"
 #include "courier/response_promise.hpp"
 #include "courier/system_messages.hpp"
+#include "courier/timer.hpp"
 
 namespace courier {
 
@@ -341,6 +344,13 @@ class actor : public detail::actor_base {
   template <class T, class... Args>
   actor_ref<T> spawn_linked(Args&&... args);
 
+  /// A heartbeat: delivers a copy of `msg` to this actor every `period` until the handle cancels
+  /// it or the actor stops. One tick at a time: while a tick is queued or being handled, the
+  /// ticks that come due are skipped, not piled up. Throws std::invalid_argument for a period
+  /// <= 0. Ticks are pooled: no heap allocation per tick in steady state.
+  template <class M>
+  timer_handle send_periodic(std::chrono::nanoseconds period, M msg);
+
  private:
   friend class system;
   template <class T>
@@ -387,6 +397,100 @@ void actor<Derived, Msgs...>::monitor(const actor_ref<T>& target) {
     auto* msg = detail::make_message<down>(type_index<down>, nullptr, watched->id(), watched->exit_reason());
     if (!enqueue(msg)) pool::destroy(msg);
   }
+}
+
+namespace detail {
+
+/// How a periodic timer learns that its tick was handled: each tick is sent as a request, and
+/// the request's record is released (reaches zero references) once the tick was handled or
+/// dropped, on that thread. That is the last thing the reply path does with it, so the owner
+/// may go away from there on.
+struct periodic_ack : pending_base {
+  timer_record* owner = nullptr;
+  std::atomic<bool> in_flight{false};
+
+  periodic_ack() noexcept {
+    ops = &table;
+    refs.store(0, std::memory_order_relaxed);  // one per tick in flight
+  }
+  // Ticks have no requesting actor, so no reply message is ever built, and nothing waits.
+  static void deliver(pending_base*, message_header*) {}
+  static void discard_reply(message_header*) noexcept {}
+  static void complete(pending_base*, void*) {}
+  static void fail(pending_base*, const error&) {}
+  static void destroy(pending_base* self) noexcept {
+    auto* a = static_cast<periodic_ack*>(self);
+    timer_record* owner = a->owner;
+    a->in_flight.store(false, std::memory_order_release);
+    release(owner);  // the tick's reference; may free the ack with its owner
+  }
+  static constexpr pending_ops table{&deliver, &discard_reply, &complete, &fail, &destroy};
+};
+
+template <class M>
+struct periodic_record : timer_record {
+  periodic_ack ack;
+  actor_base* target = nullptr;  // strong reference until the timer ends
+  std::int64_t period = 0;
+  std::uint16_t type = 0;
+  M msg;
+
+  explicit periodic_record(M m) : msg(std::move(m)) {
+    ops = &table;
+    ack.owner = this;
+  }
+
+  static std::int64_t fire(timer_record* self) noexcept {
+    auto* r = static_cast<periodic_record*>(self);
+    if (r->state.load(std::memory_order_acquire) != armed) {
+      drop(self, error());
+      return 0;
+    }
+    if (r->ack.in_flight.load(std::memory_order_acquire)) return r->period;  // the last tick is not handled yet
+    message_slot<M>* tick;
+    try {
+      tick = make_message<M>(r->type, &r->ack, r->msg);
+    } catch (...) {
+      return r->period;  // out of memory or a throwing copy: this tick is skipped
+    }
+    r->ack.in_flight.store(true, std::memory_order_relaxed);
+    r->ack.state.store(0, std::memory_order_relaxed);
+    r->ack.refs.store(1, std::memory_order_relaxed);
+    r->refs.fetch_add(1, std::memory_order_relaxed);  // the tick's
+    if (r->target->enqueue(tick)) return r->period;
+    // The actor stopped: the timer ends with it.
+    pool::destroy(tick);
+    r->ack.refs.store(0, std::memory_order_relaxed);
+    r->ack.in_flight.store(false, std::memory_order_relaxed);
+    r->refs.fetch_sub(1, std::memory_order_relaxed);  // the timer still holds one: never the last
+    std::uint32_t expected = armed;
+    r->state.compare_exchange_strong(expected, finished, std::memory_order_acq_rel);
+    drop(self, error());
+    return 0;
+  }
+  static void drop(timer_record* self, const error&) noexcept {
+    auto* r = static_cast<periodic_record*>(self);
+    if (actor_base* target = std::exchange(r->target, nullptr)) target->release();
+  }
+  static void destroy(timer_record* self) noexcept { pool::destroy(static_cast<periodic_record*>(self)); }
+  static constexpr timer_record_ops table{&fire, &drop, &destroy};
+};
+
+}  // namespace detail
+
+template <class Derived, class... Msgs>
+template <class M>
+timer_handle actor<Derived, Msgs...>::send_periodic(std::chrono::nanoseconds period, M msg) {
+  static_assert(detail::check_accepts<Derived, M>());
+  if (period.count() <= 0) throw std::invalid_argument("courier: send_periodic needs a period > 0");
+  auto* r = pool::make<detail::periodic_record<M>>(std::move(msg));
+  r->period = period.count();
+  r->type = type_index<M>;
+  add_ref();
+  r->target = this;
+  r->refs.store(2, std::memory_order_relaxed);  // the timer's and the handle's
+  detail::start_timer(core(), r, period);
+  return timer_handle(r);
 }
 
 template <class Derived, class... Msgs>

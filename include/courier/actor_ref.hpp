@@ -6,7 +6,9 @@
 /// Thread-safety: distinct refs are safe to use from any threads; one ref object shared between
 /// threads is safe for concurrent const calls (send, request, ask), not for assignment.
 
+#include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstdint>
 #include <type_traits>
 #include <typeinfo>
@@ -15,6 +17,7 @@
 #include "courier/actor.hpp"
 #include "courier/detail/pending.hpp"
 #include "courier/interface.hpp"
+#include "courier/timer.hpp"
 
 namespace courier {
 
@@ -23,6 +26,48 @@ inline constexpr timespan infinite = timespan::max();
 
 template <class T, class M>
 class request_handle;
+
+namespace detail {
+
+/// A delayed send: the message and a reference to its target, held until the deadline.
+struct delayed_record : timer_record {
+  actor_base* target = nullptr;
+  message_header* msg = nullptr;
+
+  delayed_record() noexcept { ops = &table; }
+
+  static std::int64_t fire(timer_record* self) noexcept {
+    auto* d = static_cast<delayed_record*>(self);
+    std::uint32_t expected = armed;
+    if (!d->state.compare_exchange_strong(expected, finished, std::memory_order_acq_rel)) {
+      drop(self, error(errc::actor_stopped, "the timer was cancelled"));
+      return 0;
+    }
+    message_header* msg = std::exchange(d->msg, nullptr);
+    actor_base* target = std::exchange(d->target, nullptr);
+    if (!target->enqueue(msg)) {
+      dead_letter(target->core(), target->id(), target->identity().ops->message_name(msg->type));
+      target->identity().ops->discard(msg, error(errc::actor_stopped));
+    }
+    target->release();
+    return 0;
+  }
+  static void drop(timer_record* self, const error& why) noexcept {
+    auto* d = static_cast<delayed_record*>(self);
+    actor_base* target = std::exchange(d->target, nullptr);
+    if (target == nullptr) return;
+    message_header* msg = std::exchange(d->msg, nullptr);
+    // A cancelled message is simply destroyed; one the system dropped is a dead letter.
+    if (d->state.load(std::memory_order_acquire) != cancelled)
+      dead_letter(target->core(), target->id(), target->identity().ops->message_name(msg->type));
+    target->identity().ops->discard(msg, why);
+    target->release();
+  }
+  static void destroy(timer_record* self) noexcept { pool::destroy(static_cast<delayed_record*>(self)); }
+  static constexpr timer_record_ops table{&fire, &drop, &destroy};
+};
+
+}  // namespace detail
 
 namespace detail {
 
@@ -90,21 +135,35 @@ class actor_ref {
   }
 
   /// Delivers `msg` after `delay` (per-sender order is not kept across different delays). If the
-  /// actor has stopped by then, the message is a dead letter. False on an empty reference.
+  /// actor has stopped by then, the message is a dead letter. The handle cancels it (see
+  /// timer_handle); an empty handle on an empty reference, with nothing sent.
   template <class M>
-  bool delayed_send(M&& msg, timespan delay) const {
+  timer_handle delayed_send(M&& msg, timespan delay) const {
     using message = std::remove_cvref_t<M>;
     static_assert(detail::check_accepts<T, message>());
-    if (ptr_ == nullptr) return false;
+    if (ptr_ == nullptr) return {};
     auto* slot = detail::make_message<message>(message_index<message>(), nullptr, std::forward<M>(msg));
+    detail::delayed_record* record;
+    try {
+      record = pool::make<detail::delayed_record>();
+    } catch (...) {
+      pool::destroy(slot);
+      throw;
+    }
     ptr_->add_ref();
-    detail::start_delayed_send(ptr_->core(), ptr_, slot, delay);
-    return true;
+    record->target = ptr_;
+    record->msg = slot;
+    record->refs.store(2, std::memory_order_relaxed);  // the timer's and the handle's
+    detail::start_timer(ptr_->core(), record, delay);
+    return timer_handle(record);
   }
 
   /// Asynchronous request: `request(get{}, 1s).then(on_reply, on_error)`. From a handler, the
   /// continuation runs later in that actor, like any message; from any other thread it runs on
-  /// the thread that settles the request (the replying worker or the timer).
+  /// the thread that settles the request (the replying worker or the timer). A time-out started
+  /// from a handler on a worker thread costs no lock and no allocation: it counts from the
+  /// worker's next check of its timers, so it never fires early and may fire late by the rest of
+  /// that handler's run plus about a millisecond.
   template <class M>
   [[nodiscard]] request_handle<T, std::remove_cvref_t<M>> request(M&& msg, timespan timeout = infinite) const {
     static_assert(detail::check_accepts<T, std::remove_cvref_t<M>>());
@@ -113,6 +172,10 @@ class actor_ref {
 
   /// Blocking request. Refused with errc::would_deadlock on a worker thread or inside a handler.
   /// On a manual (deterministic or embedded) system the caller drives the system while it waits.
+  /// Deterministic systems measure `timeout` on the virtual clock: the caller runs what is
+  /// runnable, and when nothing is, moves the clock to the next timer (firing it) if that comes
+  /// before the deadline, else to the deadline, and fails with request_timeout; with an infinite
+  /// timeout and no timer left it fails with would_deadlock instead of waiting forever.
   /// Returns `result<reply_type_t<T, M>>`.
   template <class M>
   auto ask(M&& msg, timespan timeout) const;
@@ -235,6 +298,24 @@ auto actor_ref<T>::ask(M&& msg, timespan timeout) const {
     detail::release(p);
     detail::dead_letter(ptr_->core(), ptr_->id(), typeid(message).name());
     return outcome(failure_tag, error(errc::actor_stopped, "the target had stopped before the request was sent"));
+  }
+  if (detail::uses_virtual_clock(p->core)) {
+    // Deterministic: the deadline is on the virtual clock. Run what is runnable; when nothing is,
+    // move the clock to the next timer (or to the deadline) so the wait always ends.
+    const std::int64_t now = detail::timer_now_ns(p->core);
+    const std::int64_t limit = timeout.count() >= INT64_MAX - now ? INT64_MAX : now + std::max<std::int64_t>(timeout.count(), 0);
+    while (p->ready.load(std::memory_order_acquire) == 0) {
+      if (detail::run_one(p->core)) continue;
+      if (detail::advance_idle(p->core, limit)) continue;
+      std::uint32_t expected = 0;
+      if (p->state.compare_exchange_strong(expected, 2, std::memory_order_acq_rel)) {
+        if (timeout == infinite)
+          return outcome(failure_tag, error(errc::would_deadlock, "ask on a deterministic system: nothing left to run or fire"));
+        return outcome(failure_tag, error(errc::request_timeout, "no reply before the ask deadline (virtual clock)"));
+      }
+    }
+    if (p->value) return outcome(std::in_place, std::move(*p->value));
+    return outcome(failure_tag, p->err);
   }
   const auto deadline = timeout == infinite ? std::chrono::steady_clock::time_point::max()
                                             : std::chrono::steady_clock::now() + timeout;

@@ -68,9 +68,11 @@ class system {
   bool run_one();
   std::size_t poll();
   std::size_t run_until_idle();
-  /// Deterministic mode runs on a virtual clock: time-outs and delayed sends come due only when
-  /// this moves time forward; they fire on the calling thread (messages are then ready for
-  /// `run_one`). Returns how many timers fired; does nothing in the other modes.
+  /// Deterministic mode runs on a virtual clock: time-outs, delayed sends and periodic ticks come
+  /// due only when this moves time forward; they fire on the calling thread (messages are then
+  /// ready for `run_one`). Returns how many timers fired; does nothing in the other modes. The
+  /// clock saturates at its end (`advance_time(timespan::max())` fires every timer); a negative
+  /// step throws std::invalid_argument and leaves the clock where it was.
   std::size_t advance_time(timespan by);
 
   /// Readable when work is ready (embedded mode); `poll` clears it. -1 in threaded mode.

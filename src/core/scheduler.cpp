@@ -124,7 +124,14 @@ void worker::park() {
   // idle_mask with an RMW too. RMWs on one atomic are totally ordered, so either the producer
   // sees our bit or we see its work (no fences needed, which ThreadSanitizer cannot model).
   core->idle_mask.fetch_or(bit, std::memory_order_seq_cst);
-  if (!core->has_stealable_work() && !core->stopping.load(std::memory_order_acquire)) futex_wait(&wake_word, seen);
+  if (!core->has_stealable_work() && !core->stopping.load(std::memory_order_acquire) && !timers.has_cancels()) {
+    // Pending time-outs bound the sleep: this worker's wheel has no other thread to serve it.
+    const std::int64_t hint = timers.wait_hint();
+    if (hint < 0)
+      futex_wait(&wake_word, seen);
+    else if (hint > 0)
+      futex_wait_for(&wake_word, seen, std::chrono::nanoseconds(hint));
+  }
   core->idle_mask.fetch_and(~bit, std::memory_order_acq_rel);
 }
 
@@ -133,7 +140,14 @@ void worker::run() {
   moodycamel::ConsumerToken token(core->injection);
   const std::uint32_t budget = core->cfg.throughput;
   for (;;) {
+    // Time-outs are checked every few turns while busy (a clock read is not free) and before
+    // every search for work.
+    if ((tick & 63) == 0 && timers.needs_poll()) timers.poll();
     actor_base* a = find_local_work(token);
+    if (a == nullptr && timers.needs_poll()) {
+      timers.poll();
+      a = find_local_work(token);
+    }
     if (a == nullptr) {
       core->searching.fetch_add(1, std::memory_order_acq_rel);
       a = search(token);
@@ -147,10 +161,16 @@ void worker::run() {
     resume_result r = a->resume(budget);
     // An actor that used up its turn while nothing else waits here gets another turn at once:
     // queueing it would only wake an idle worker to steal it back and forth.
-    while (r == resume_result::reschedule && next == nullptr && local.empty() && core->injection.size_approx() == 0)
+    while (r == resume_result::reschedule && next == nullptr && local.empty() && core->injection.size_approx() == 0) {
+      if ((++tick & 63) == 0 && timers.needs_poll()) {
+        timers.poll();  // may schedule a time-out's requester: then the loop ends
+        continue;
+      }
       r = a->resume(budget);
+    }
     if (r == resume_result::reschedule) push_local(a);
   }
+  timers.close();
   this_worker = nullptr;
 }
 

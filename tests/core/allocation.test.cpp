@@ -272,3 +272,35 @@ TEST_CASE("deferred replies (a promise, a delegate) allocate nothing in steady s
     CHECK(static_cast<requester*>(static_cast<courier::detail::actor_base*>(q.base()))->failures_ == 0);
   }
 }
+
+namespace {
+
+struct beat {};
+struct begin_beat {};
+
+class heart : public courier::actor<heart, beat, begin_beat> {
+ public:
+  void on(const begin_beat&) { handle_ = send_periodic(std::chrono::milliseconds(1), beat{}); }
+  void on(const beat&) { ++beats; }
+  std::uint64_t beats = 0;
+  courier::timer_handle handle_;
+};
+
+}  // namespace
+
+TEST_CASE("periodic ticks allocate nothing in steady state", "[allocation]") {
+  courier_test::watchdog wd{"allocation: periodic", std::chrono::seconds(60)};
+  courier::system sys{courier::config::deterministic()};
+  auto h = sys.spawn<heart>();
+  h.send(begin_beat{});
+  sys.run_until_idle();
+  auto step = [&] {
+    sys.advance_time(std::chrono::milliseconds(1));
+    sys.run_until_idle();
+  };
+  for (int i = 0; i < 1'000; ++i) step();
+  const auto before = heap_events();
+  for (int i = 0; i < 10'000; ++i) step();
+  CHECK(heap_events() - before == 0);
+  CHECK(static_cast<heart*>(static_cast<courier::detail::actor_base*>(h.base()))->beats == 11'000);
+}

@@ -36,10 +36,20 @@ struct pending_ops {
 struct pending_base {
   std::atomic<std::uint32_t> refs{1};
   std::atomic<std::uint32_t> state{0};  // 0 waiting, 1 settled, 2 abandoned by a timed-out ask
-  std::int32_t timer_pos = -1;          // guarded by the timer's mutex
+  // The time-out, when there is one. A request made from a handler on a worker thread sits in
+  // that worker's own wheel (`timer_home`, links owned by that worker); any other sits in the
+  // system's shared heap (`timer_pos`, guarded by its mutex).
   bool has_timer = false;
+  bool timer_linked = false;  // in timer_home's wheel; owner worker only
+  bool timer_fresh = false;   // not yet given a deadline (deadline_ns holds the time-out)
   std::atomic<bool> answered{false};       // a deferred reply was given (or failed): the promises' flag
   std::atomic<std::uint16_t> promises{0};  // live response_promise copies of this request
+  std::int32_t timer_pos = -1;
+  local_timers* timer_home = nullptr;
+  pending_base* timer_prev = nullptr;
+  pending_base* timer_next = nullptr;
+  pending_base* cancel_next = nullptr;  // on timer_home's cancel inbox (another thread's cancel)
+  std::int64_t deadline_ns = 0;
   actor_base* requester = nullptr;  // strong reference; null for a thread that is not an actor
   system_core* core = nullptr;
   const pending_ops* ops = nullptr;

@@ -9,9 +9,11 @@
 namespace courier::detail {
 
 class actor_base;
+class local_timers;
 class system_core;
 struct message_header;
 struct pending_base;
+struct timer_record;
 
 /// Puts an actor whose mailbox just went from idle to non-empty on a run queue: the current
 /// worker's "next" slot when called from a worker of the same system, else the injection queue.
@@ -31,8 +33,15 @@ void dead_letter(system_core* core, std::uint64_t target_id, const char* message
 void start_request_timer(system_core* core, pending_base* pending, std::chrono::nanoseconds timeout);
 void cancel_request_timer(system_core* core, pending_base* pending) noexcept;
 
-/// Delivers `msg` to `target` after `delay`; the timer owns `msg` and one reference on `target`.
-void start_delayed_send(system_core* core, actor_base* target, message_header* msg, std::chrono::nanoseconds delay);
+/// Starts a delayed send or periodic timer; takes one reference on `record` (the timer's).
+void start_timer(system_core* core, timer_record* record, std::chrono::nanoseconds delay);
+
+/// The clock the system's timers run on (virtual in deterministic mode), in nanoseconds.
+std::int64_t timer_now_ns(system_core* core) noexcept;
+bool uses_virtual_clock(const system_core* core) noexcept;
+/// Virtual clock, nothing runnable: moves time to the earliest timer, or to `limit` if that comes
+/// first, and fires what came due. False when the clock already stands at `limit`.
+bool advance_idle(system_core* core, std::int64_t limit);
 
 /// True on a worker thread of any system: blocking there could deadlock the scheduler.
 bool on_worker_thread() noexcept;
