@@ -58,6 +58,17 @@ void timer_service::remove_at(std::size_t pos) noexcept {
 
 void timer_service::push(std::chrono::nanoseconds delay, pending_base* p, actor_base* target, message_header* msg) {
   std::unique_lock lock(mutex_);
+  if (stop_) {  // after shutdown (through a reference that outlived it): nothing would ever fire
+    lock.unlock();
+    if (p != nullptr) {
+      reply_error(p, error(errc::system_shutdown, "the system had shut down before the request was sent"));
+    } else {
+      dead_letter(core_, target->id(), "delayed message");
+      target->identity().ops->discard(msg, error(errc::system_shutdown));
+      target->release();
+    }
+    return;
+  }
   const auto now = virtual_clock_ ? virtual_now_ : std::chrono::steady_clock::now();
   const auto deadline = delay >= std::chrono::steady_clock::time_point::max() - now
                             ? std::chrono::steady_clock::time_point::max()

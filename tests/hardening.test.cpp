@@ -49,7 +49,194 @@ bool aligned_to(const void* p, std::size_t alignment) {
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
+// References after shutdown
+
+TEST_CASE("every ref operation fails cleanly after shutdown, and after the system is gone", "[hardening][shutdown]") {
+  courier_test::watchdog wd("refs after shutdown");
+  std::optional<courier::system> sys;
+  sys.emplace(courier::config::deterministic());
+  auto c = sys->spawn<counter>();
+  c.send(add{1, 2});
+  REQUIRE(sys->shutdown(5s).clean);
+
+  auto check_all = [&] {
+    CHECK_FALSE(c.send(add{1, 1}));
+    auto r = c.ask(get{}, 1s);
+    REQUIRE_FALSE(r.has_value());
+    CHECK((r.err() == errc::actor_stopped || r.err() == errc::system_shutdown));
+    for (auto timeout : {courier::infinite, courier::timespan(10ms)}) {
+      std::optional<courier::error> failed;
+      bool replied = false;
+      c.request(get{}, timeout).then([&](int) { replied = true; }, [&](const courier::error& e) { failed = e; });
+      REQUIRE(failed.has_value());
+      CHECK((*failed == errc::actor_stopped || *failed == errc::system_shutdown));
+      CHECK_FALSE(replied);
+    }
+    c.delayed_send(add{1, 1}, 1ms);
+    c.stop();
+  };
+  check_all();
+  sys.reset();  // destroying the system with live refs is allowed
+  check_all();
+  CHECK(c.id() != 0);
+}
+
+TEST_CASE("plain threads sending while shutdown runs see clean failures", "[hardening][shutdown][concurrent]") {
+  courier_test::watchdog wd("send during shutdown", 60s);
+  for (int round = 0; round < 20; ++round) {
+    courier::config cfg;
+    cfg.workers = 2;
+    std::optional<courier::system> sys;
+    sys.emplace(cfg);
+    std::vector<courier::actor_ref<counter>> refs;
+    for (int i = 0; i < 4; ++i) refs.push_back(sys->spawn<counter>());
+    std::atomic<bool> go{false};
+    std::vector<std::thread> senders;
+    for (int t = 0; t < 2; ++t)
+      senders.emplace_back([&, t] {
+        auto mine = refs;  // copies, so each thread owns its references
+        while (!go.load()) std::this_thread::yield();
+        for (int i = 0; i < 2000; ++i) {
+          auto& r = mine[static_cast<std::size_t>(i + t) % mine.size()];
+          r.send(add{1, 1});
+          if (i % 50 == 0) r.request(get{}, 1ms).then([](int) {}, [](const courier::error&) {});
+          if (i % 200 == 0) r.delayed_send(add{0, 0}, 1ms);
+        }
+      });
+    go = true;
+    sys->shutdown(5s);
+    if (round % 2 == 0) sys.reset();
+    for (auto& s : senders) s.join();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// spawn racing shutdown
+
+TEST_CASE("spawn from another thread while shutdown runs throws or stops the actor, never crashes",
+          "[hardening][shutdown][concurrent]") {
+  courier_test::watchdog wd("spawn during shutdown", 60s);
+  for (int round = 0; round < 20; ++round) {
+    courier::config cfg;
+    cfg.workers = 2;
+    courier::system sys{cfg};
+    std::atomic<bool> go{false};
+    std::atomic<int> refused{0};
+    std::thread spawner([&] {
+      while (!go.load()) std::this_thread::yield();
+      for (int i = 0; i < 2000; ++i) {
+        try {
+          auto c = sys.spawn<counter>();
+          c.send(add{1, 1});
+        } catch (const std::system_error& e) {
+          CHECK(e.code() == courier::make_error_code(errc::system_shutdown));
+          ++refused;
+        }
+      }
+    });
+    go = true;
+    const auto report = sys.shutdown(5s);
+    spawner.join();
+    CHECK(report.clean);
+    CHECK(sys.live_actors() == 0);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shutdown deadlines and reports
+
+namespace {
+
+struct spawn_child {};
+class child : public courier::actor<child, get> {
+ public:
+  int on(const get&) { return 1; }
+};
+class spawner : public courier::actor<spawner, spawn_child> {
+ public:
+  explicit spawner(courier::system* sys) : sys_(sys) {}
+  void on(const spawn_child&) { kept_ = sys_->spawn<child>(); }
+  void on_stop() { kept_.reset(); }
+
+ private:
+  courier::system* sys_;
+  courier::actor_ref<child> kept_;
+};
+
+}  // namespace
+
+TEST_CASE("an actor spawned while shutdown runs is asked to stop at once", "[hardening][shutdown]") {
+  courier_test::watchdog wd("spawn while shutting down");
+  courier::system sys{courier::config::deterministic()};
+  auto s = sys.spawn<spawner>(&sys);
+  s.send(spawn_child{});  // handled by shutdown, before the stop request
+  const auto report = sys.shutdown(2s);
+  CHECK(report.clean);
+  CHECK(report.unfinished.empty());
+}
+
+TEST_CASE("an actor spawned while a threaded shutdown runs does not make it wait out its deadline",
+          "[hardening][shutdown][concurrent]") {
+  courier_test::watchdog wd("threaded spawn while shutting down");
+  courier::config cfg;
+  cfg.workers = 2;
+  courier::system sys{cfg};
+  auto s = sys.spawn<spawner>(&sys);
+  for (int i = 0; i < 10; ++i) s.send(spawn_child{});
+  const auto start = std::chrono::steady_clock::now();
+  const auto report = sys.shutdown(3s);
+  CHECK(std::chrono::steady_clock::now() - start < 2s);
+  CHECK(report.clean);
+}
+
+TEST_CASE("shutdown(infinite) waits for the actors instead of overflowing", "[hardening][shutdown]") {
+  courier_test::watchdog wd("shutdown infinite");
+  courier::system sys{courier::config::deterministic()};
+  auto c = sys.spawn<counter>();
+  c.send(add{1, 1});
+  const auto report = sys.shutdown(courier::infinite);
+  CHECK(report.clean);
+  CHECK(report.unfinished.empty());
+}
+
+TEST_CASE("a second shutdown after an unclean one reports the same result", "[hardening][shutdown]") {
+  courier_test::watchdog wd("second unclean shutdown");
+  courier::system sys{courier::config::deterministic()};
+  auto c = sys.spawn<counter>();
+  const auto first = sys.shutdown(courier::timespan::zero());  // no time to run the stop request
+  REQUIRE_FALSE(first.clean);
+  REQUIRE(first.unfinished.size() == 1);
+  const auto second = sys.shutdown();
+  CHECK_FALSE(second.clean);
+  CHECK(second.unfinished == first.unfinished);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Alignment
+
+namespace {
+
+struct ping {};
+class wide : public courier::actor<wide, ping> {
+ public:
+  void on(const ping&) { seen_aligned = aligned_to(&block_, 128); }
+  bool seen_aligned = false;
+  alignas(128) char block_[128] = {};
+};
+
+}  // namespace
+
+TEST_CASE("spawn honours an actor's alignment above 64", "[hardening][alignment]") {
+  courier_test::watchdog wd("actor alignment");
+  courier::system sys{courier::config::deterministic()};
+  for (int i = 0; i < 64; ++i) {
+    auto w = sys.spawn<wide>();
+    w.send(ping{});
+    sys.run_until_idle();
+    CHECK(aligned_to(static_cast<wide*>(w.base()), 128));
+    CHECK(static_cast<wide*>(w.base())->seen_aligned);
+  }
+}
 
 TEST_CASE("pool allocations honour every alignment from 16 to 4096", "[hardening][alignment]") {
   for (std::size_t alignment = 16; alignment <= 4096; alignment *= 2) {

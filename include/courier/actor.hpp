@@ -11,6 +11,7 @@
 /// needs no locks. Other threads interact with it only through `actor_ref`.
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <new>
@@ -130,7 +131,7 @@ class actor_base {
   friend class courier::system;
   friend class system_core;
   friend class timer_service;
-  friend void register_actor(system_core*, actor_base*);
+  friend bool register_actor(system_core*, actor_base*);
 
   // First cache line: the producers' word plus identity fields that are written rarely.
   // Second line: the consumer's cursor and the fields below, then the derived actor's state.
@@ -166,6 +167,10 @@ template <class M>
 const char* type_name_of() noexcept {
   return typeid(M).name();
 }
+
+/// Actors are allocated at least 64-byte aligned (see actor_base), more if the type asks for it.
+template <class T>
+inline constexpr std::size_t actor_alignment = alignof(T) > pool::max_alignment ? alignof(T) : pool::max_alignment;
 
 struct current_actor_scope {
   actor_base* previous;
@@ -352,8 +357,10 @@ detail::resume_result actor<Derived, Msgs...>::resume_impl(detail::actor_base* b
 template <class Derived, class... Msgs>
 void actor<Derived, Msgs...>::destroy_impl(detail::actor_base* base) noexcept {
   auto* derived = static_cast<Derived*>(static_cast<actor*>(base));
+  detail::system_core* core = base->core();
   derived->~Derived();
-  pool::deallocate(derived, sizeof(Derived), pool::max_alignment);
+  pool::deallocate(derived, sizeof(Derived), detail::actor_alignment<Derived>);
+  detail::release_core(core);  // the actor's reference on its system's shared state
 }
 
 }  // namespace courier

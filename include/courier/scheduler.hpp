@@ -37,7 +37,7 @@ struct config {
   std::uint32_t throughput = 128;
   /// Rounds of looking for work (stealing, the injection queue) before a worker parks.
   std::uint32_t spin_rounds = 64;
-  /// Called for every dead letter, on the sending thread. Must not block.
+  /// Called for every dead letter, on the sending thread, until `shutdown` returns. Must not block.
   void (*on_dead_letter)(const dead_letter_info&, void* context) = nullptr;
   void* dead_letter_context = nullptr;
 

@@ -17,8 +17,12 @@ struct pending_base;
 /// worker's "next" slot when called from a worker of the same system, else the injection queue.
 void schedule(actor_base* actor);
 
-void register_actor(system_core* core, actor_base* actor);
+/// Adds the actor to the registry and takes a reference on `core` for it (dropped by
+/// `release_core` when the actor is destroyed). Throws std::system_error(system_shutdown) once
+/// shutdown has finished; returns true while it runs: the caller must then ask the actor to stop.
+bool register_actor(system_core* core, actor_base* actor);
 void unregister_actor(system_core* core, actor_base* actor) noexcept;
+void release_core(system_core* core) noexcept;
 
 /// A message that found its target stopped: counted, passed to the configured hook.
 void dead_letter(system_core* core, std::uint64_t target_id, const char* message_type) noexcept;
