@@ -160,6 +160,20 @@ void dead_letter(system_core* core, std::uint64_t target_id, const char* message
     core->cfg.on_dead_letter({target_id, message_type}, core->cfg.dead_letter_context);
 }
 
+void continuation_failed(system_core* core, const char* what) noexcept {
+  core->continuation_failures.fetch_add(1, std::memory_order_relaxed);
+  try {
+    if (core->cfg.on_continuation_error != nullptr && core->hooks_enabled.load(std::memory_order_acquire)) {
+      core->cfg.on_continuation_error(error(errc::handler_failed, std::string("a continuation threw: ") + what),
+                                      core->cfg.continuation_error_context);
+      return;
+    }
+  } catch (...) {
+    // The hook itself threw, or out of memory: fall back to the line below.
+  }
+  std::fprintf(stderr, "courier: a request's continuation threw: %s\n", what);
+}
+
 // ---------------------------------------------------------------------------------------------
 // system_core
 
@@ -287,6 +301,10 @@ std::size_t system::advance_time(timespan by) { return !finished() ? core_->time
 int system::wake_fd() const noexcept { return !finished() ? core_->event_fd : -1; }
 
 std::uint64_t system::dead_letters() const noexcept { return core_->dead_letters.load(std::memory_order_relaxed); }
+
+std::uint64_t system::continuation_failures() const noexcept {
+  return core_->continuation_failures.load(std::memory_order_relaxed);
+}
 
 std::size_t system::live_actors() const noexcept {
   if (finished()) return 0;

@@ -166,6 +166,7 @@ class system_core {
   std::atomic<bool> hooks_enabled{true};
 
   std::atomic<std::uint64_t> dead_letters{0};
+  std::atomic<std::uint64_t> continuation_failures{0};
 
   timer_service timers;
 };

@@ -212,6 +212,73 @@ TEST_CASE("a second shutdown after an unclean one reports the same result", "[ha
 }
 
 // ---------------------------------------------------------------------------------------------
+// Continuations of plain threads
+
+namespace {
+
+struct continuation_log {
+  std::vector<std::string> texts;
+};
+void record_continuation_error(const courier::error& e, void* context) {
+  static_cast<continuation_log*>(context)->texts.push_back(e.describe());
+}
+
+}  // namespace
+
+TEST_CASE("a plain thread's continuation that throws does not harm the replying actor", "[hardening][continuation]") {
+  courier_test::watchdog wd("throwing continuation");
+  continuation_log log;
+  courier::config cfg = courier::config::deterministic();
+  cfg.on_continuation_error = &record_continuation_error;
+  cfg.continuation_error_context = &log;
+  courier::system sys{cfg};
+  auto c = sys.spawn<counter>();
+  c.request(get{}).then([](int) { throw std::runtime_error("value continuation"); }, [](const courier::error&) {});
+  sys.run_until_idle();
+  CHECK(sys.live_actors() == 1);
+  CHECK(c.send(add{2, 3}));
+  auto r = c.ask(get{}, 1s);
+  REQUIRE(r.has_value());
+  CHECK(*r == 5);
+  CHECK(sys.continuation_failures() == 1);
+  REQUIRE(log.texts.size() == 1);
+  CHECK(log.texts[0].find("value continuation") != std::string::npos);
+
+  c.request(boom{}).then([](int) {}, [](const courier::error&) { throw std::runtime_error("error continuation"); });
+  sys.run_until_idle();
+  CHECK(sys.live_actors() == 0);  // boom's own throw stops it; the continuation's adds nothing
+  CHECK(sys.continuation_failures() == 2);  // not swallowed
+  REQUIRE(log.texts.size() == 2);
+  CHECK(log.texts[1].find("error continuation") != std::string::npos);
+}
+
+TEST_CASE("a request made in a plain thread's continuation settles exactly once", "[hardening][continuation]") {
+  courier_test::watchdog wd("request in continuation");
+  courier::system sys{courier::config::deterministic()};
+  auto a = sys.spawn<counter>();
+  auto b = sys.spawn<counter>();
+  b.send(add{20, 22});
+  sys.run_until_idle();
+  int values = 0, errors = 0, nested_value = 0;
+  a.request(get{}).then(
+      [&](int) {
+        b.request(get{}).then(
+            [&](int v) {
+              ++values;
+              nested_value = v;
+            },
+            [&](const courier::error&) { ++errors; });
+      },
+      [](const courier::error&) {});
+  REQUIRE(sys.run_one());  // a replies; the nested request goes to b
+  a.send(quit{});          // a stops before b's reply could reach it
+  sys.run_until_idle();
+  CHECK(values + errors == 1);
+  CHECK(values == 1);
+  CHECK(nested_value == 42);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Alignment
 
 namespace {

@@ -21,6 +21,8 @@
 
 namespace courier {
 
+class error;
+
 enum class scheduling : std::uint8_t { threaded, deterministic, embedded };
 
 /// A message that could not be delivered because its target had stopped.
@@ -40,6 +42,11 @@ struct config {
   /// Called for every dead letter, on the sending thread, until `shutdown` returns. Must not block.
   void (*on_dead_letter)(const dead_letter_info&, void* context) = nullptr;
   void* dead_letter_context = nullptr;
+  /// Called when a continuation of a request made outside any actor throws (it runs on the
+  /// replying actor's or the timer's thread; the exception is caught there and never stops that
+  /// actor). Null: one line on stderr. Called until `shutdown` returns. Must not block.
+  void (*on_continuation_error)(const error& what, void* context) = nullptr;
+  void* continuation_error_context = nullptr;
 
   static config deterministic() {
     config c;

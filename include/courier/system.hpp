@@ -5,8 +5,8 @@
 /// After `shutdown`, `spawn` throws and the run functions run nothing. `dead_letters` goes on
 /// counting sends through references that outlive the shutdown.
 ///
-/// Thread-safety: `spawn`, `dead_letters` and `live_actors` may be called from any
-/// thread, including from handlers, also while `shutdown` runs: an actor spawned while
+/// Thread-safety: `spawn`, `dead_letters`, `continuation_failures` and `live_actors` may be called
+/// from any thread, including from handlers, also while `shutdown` runs: an actor spawned while
 /// it runs is asked to stop at once, and `spawn` throws once it has finished. `run_one`, `poll`
 /// and `run_until_idle` (manual modes) are for one driving thread at a time. `shutdown` and the
 /// destructor are for the owning thread.
@@ -97,6 +97,8 @@ class system {
   int wake_fd() const noexcept;
 
   std::uint64_t dead_letters() const noexcept;
+  /// Continuations of requests made outside any actor that threw (see config::on_continuation_error).
+  std::uint64_t continuation_failures() const noexcept;
   std::size_t live_actors() const noexcept;
   std::size_t worker_count() const noexcept;
   const config& settings() const noexcept;

@@ -24,6 +24,9 @@ bool register_actor(system_core* core, actor_base* actor);
 void unregister_actor(system_core* core, actor_base* actor) noexcept;
 void release_core(system_core* core) noexcept;
 
+/// A continuation of a requester that is not an actor threw: counted and reported to the hook.
+void continuation_failed(system_core* core, const char* what) noexcept;
+
 /// A message that found its target stopped: counted, passed to the configured hook.
 void dead_letter(system_core* core, std::uint64_t target_id, const char* message_type) noexcept;
 
