@@ -90,6 +90,10 @@ void actor_base::discard_system(message_header* msg) noexcept {
 }
 
 void actor_base::terminate(const error& reason) noexcept {
+  // A handler that threw left this unset: without it, what the actor sends itself while stopping
+  // (a self-monitor's down, the failure of a request it queued to itself) would take the
+  // self-send shortcut into a list that close() has already drained.
+  stop_requested_ = true;
   if (reason && exit_reason_ == nullptr) exit_reason_ = new error(reason);
   if (message_header* m = mailbox_.close()) {
     // Built only when something was queued: a normal stop allocates nothing.

@@ -279,6 +279,47 @@ TEST_CASE("a request made in a plain thread's continuation settles exactly once"
 }
 
 // ---------------------------------------------------------------------------------------------
+// Leaks when an actor crashes while sending to itself
+
+namespace {
+
+std::atomic<int> crashers_alive{0};
+
+struct crash_with_self_monitor {};
+struct crash_with_self_request {};
+class crasher : public courier::actor<crasher, crash_with_self_monitor, crash_with_self_request, get, courier::down> {
+ public:
+  crasher() { ++crashers_alive; }
+  ~crasher() { --crashers_alive; }
+  void on(const crash_with_self_monitor&) {
+    monitor(self());
+    throw std::runtime_error("crash");
+  }
+  void on(const crash_with_self_request&) {
+    self().request(get{}).then([](int) {}, [](const courier::error&) {});
+    throw std::runtime_error("crash");
+  }
+  int on(const get&) { return 0; }
+  void on(const courier::down&) {}
+};
+
+}  // namespace
+
+TEST_CASE("an actor that crashes frees what it sends itself while stopping", "[hardening][leak]") {
+  courier_test::watchdog wd("crash self send");
+  courier::system sys{courier::config::deterministic()};
+  {
+    auto a = sys.spawn<crasher>();
+    a.send(crash_with_self_monitor{});
+    auto b = sys.spawn<crasher>();
+    b.send(crash_with_self_request{});
+    sys.run_until_idle();
+    CHECK(sys.live_actors() == 0);
+  }
+  CHECK(crashers_alive == 0);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Alignment
 
 namespace {
