@@ -320,6 +320,61 @@ TEST_CASE("an actor that crashes frees what it sends itself while stopping", "[h
 }
 
 // ---------------------------------------------------------------------------------------------
+// Messages whose constructor throws
+
+namespace {
+
+std::atomic<bool> moves_throw{false};
+struct fragile {
+  int value = 0;
+  fragile() = default;
+  fragile(const fragile& o) : value(o.value) {
+    if (moves_throw) throw std::runtime_error("copy");
+  }
+  fragile(fragile&& o) : value(o.value) {
+    if (moves_throw) throw std::runtime_error("move");
+  }
+};
+class fragile_sink : public courier::actor<fragile_sink, fragile> {
+ public:
+  int on(const fragile& f) { return f.value; }
+};
+
+struct moves_throw_scope {
+  moves_throw_scope() { moves_throw = true; }
+  ~moves_throw_scope() { moves_throw = false; }
+};
+
+}  // namespace
+
+TEST_CASE("request and ask clean up when the message's constructor throws", "[hardening][leak]") {
+  courier_test::watchdog wd("throwing message");
+  courier::system sys{courier::config::deterministic()};
+  auto s = sys.spawn<fragile_sink>();
+  auto capture = std::make_shared<int>(0);
+  bool settled = false;
+  {
+    auto handle = s.request(fragile{}, 10ms);
+    moves_throw_scope scope;
+    CHECK_THROWS_AS(std::move(handle).then([capture, &settled](int) { settled = true; },
+                                           [capture, &settled](const courier::error&) { settled = true; }),
+                    std::runtime_error);
+  }
+  CHECK(capture.use_count() == 1);  // the continuations were destroyed
+  sys.advance_time(20ms);
+  sys.run_until_idle();
+  CHECK_FALSE(settled);  // a request never sent does not time out later
+  {
+    fragile f;
+    moves_throw_scope scope;
+    CHECK_THROWS_AS(s.ask(f, 1s), std::runtime_error);
+  }
+  moves_throw = false;
+  auto r = s.ask(fragile{}, 1s);
+  REQUIRE(r.has_value());
+}
+
+// ---------------------------------------------------------------------------------------------
 // Alignment
 
 namespace {

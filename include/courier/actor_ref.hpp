@@ -132,6 +132,14 @@ class [[nodiscard]] request_handle {
       return;
     }
     auto* p = pool::make<pending>(std::move(on_value), std::move(on_error));
+    // The message first: if its constructor throws, nothing else has been taken yet.
+    detail::message_slot<M>* slot;
+    try {
+      slot = detail::make_message<M>(T::template type_index<M>, p, std::move(msg_));
+    } catch (...) {
+      pool::destroy(p);
+      throw;
+    }
     p->core = target->core();
     if (detail::actor_base* requester = detail::current_actor) {
       requester->add_ref();
@@ -142,7 +150,6 @@ class [[nodiscard]] request_handle {
       p->has_timer = true;
       detail::start_request_timer(p->core, p, timeout_);
     }
-    auto* slot = detail::make_message<M>(T::template type_index<M>, p, std::move(msg_));
     if (target->enqueue(slot)) [[likely]]
       return;
     pool::destroy(slot);
@@ -168,12 +175,12 @@ auto actor_ref<T>::ask(M&& msg, timespan timeout) const {
     return outcome(error(errc::would_deadlock, "ask() blocks; use request(...).then(...) from actors and workers"));
   auto* p = pool::make<detail::ask_pending<reply>>();
   p->core = ptr_->core();
-  p->refs.store(2, std::memory_order_relaxed);  // this caller and the request message
   struct releaser {
     detail::pending_base* p;
     ~releaser() { detail::release(p); }
-  } guard{p};
+  } guard{p};  // this caller's reference; the message's is added once the message exists
   auto* slot = detail::make_message<message>(T::template type_index<message>, p, std::forward<M>(msg));
+  p->refs.store(2, std::memory_order_relaxed);
   if (!ptr_->enqueue(slot)) {
     pool::destroy(slot);
     detail::release(p);
