@@ -505,3 +505,11 @@ TEST_CASE("messages above 4 KiB cross threads cleanly", "[hardening][concurrent]
   REQUIRE(r.has_value());
   CHECK(*r == 1000);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Smaller mismatches
+
+TEST_CASE("id() of an empty ref is 0", "[hardening][actor_ref]") {
+  courier::actor_ref<counter> empty;
+  CHECK(empty.id() == 0);
+}

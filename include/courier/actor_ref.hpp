@@ -47,7 +47,8 @@ class actor_ref {
   }
 
   explicit operator bool() const noexcept { return ptr_ != nullptr; }
-  std::uint64_t id() const noexcept { return ptr_->id(); }
+  /// The actor's id; 0 for an empty reference.
+  std::uint64_t id() const noexcept { return ptr_ != nullptr ? ptr_->id() : 0; }
   friend bool operator==(const actor_ref& a, const actor_ref& b) noexcept { return a.ptr_ == b.ptr_; }
 
   /// One-way send. Returns false when the actor has stopped: the message is destroyed and
