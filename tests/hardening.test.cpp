@@ -509,6 +509,31 @@ TEST_CASE("messages above 4 KiB cross threads cleanly", "[hardening][concurrent]
 // ---------------------------------------------------------------------------------------------
 // Smaller mismatches
 
+namespace {
+
+class by_reference : public courier::actor<by_reference, get> {
+ public:
+  const std::string& on(const get&) { return text_; }
+
+ private:
+  std::string text_ = "kept";
+};
+
+}  // namespace
+
+TEST_CASE("a handler returning const T& replies with a copy", "[hardening][reply]") {
+  courier_test::watchdog wd("const ref reply");
+  courier::system sys{courier::config::deterministic()};
+  auto a = sys.spawn<by_reference>();
+  auto r = a.ask(get{}, 1s);
+  REQUIRE(r.has_value());
+  CHECK(*r == "kept");
+  std::string got;
+  a.request(get{}).then([&](std::string s) { got = std::move(s); }, [](const courier::error&) {});
+  sys.run_until_idle();
+  CHECK(got == "kept");
+}
+
 TEST_CASE("id() of an empty ref is 0", "[hardening][actor_ref]") {
   courier::actor_ref<counter> empty;
   CHECK(empty.id() == 0);

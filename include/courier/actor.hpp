@@ -273,7 +273,7 @@ void actor<Derived, Msgs...>::handle(detail::message_header*& msg) {
     msg = nullptr;
     if (reply != nullptr) detail::reply_value(reply, unit{});
   } else {
-    R r = self.on(slot->value);
+    std::remove_cvref_t<R> r = self.on(slot->value);  // a handler returning a reference replies with a copy
     pool::destroy(slot);
     msg = nullptr;
     if (reply != nullptr) detail::reply_value(reply, std::move(r));
