@@ -206,7 +206,16 @@ std::vector<system_core*>* abandoned_cores = nullptr;
 // -------------------------------------------------------------------------------------------------
 // system
 
-system::system(config cfg) : core_(new detail::system_core(cfg)), settings_(core_->cfg) {}
+namespace {
+
+config checked(config cfg) {
+  if (cfg.workers > 64) throw std::invalid_argument("courier: config::workers must be at most 64");
+  return cfg;
+}
+
+}  // namespace
+
+system::system(config cfg) : core_(new detail::system_core(checked(cfg))), settings_(core_->cfg) {}
 
 system::~system() {
   if (!shut_down_) {

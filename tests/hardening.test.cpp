@@ -509,6 +509,12 @@ TEST_CASE("messages above 4 KiB cross threads cleanly", "[hardening][concurrent]
 // ---------------------------------------------------------------------------------------------
 // Smaller mismatches
 
+TEST_CASE("more than 64 workers is rejected", "[hardening][config]") {
+  courier::config cfg;
+  cfg.workers = 65;
+  CHECK_THROWS_AS(courier::system{cfg}, std::invalid_argument);
+}
+
 namespace {
 
 class by_reference : public courier::actor<by_reference, get> {

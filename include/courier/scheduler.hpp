@@ -33,7 +33,8 @@ struct dead_letter_info {
 
 struct config {
   scheduling mode = scheduling::threaded;
-  /// Worker threads in threaded mode; 0 means std::thread::hardware_concurrency(). At most 64.
+  /// Worker threads in threaded mode; 0 means std::thread::hardware_concurrency(), at most 64.
+  /// Above 64, the system's constructor throws std::invalid_argument.
   std::size_t workers = 0;
   /// Messages an actor may handle per turn before it yields its worker (fairness).
   std::uint32_t throughput = 128;
