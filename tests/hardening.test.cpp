@@ -509,6 +509,24 @@ TEST_CASE("messages above 4 KiB cross threads cleanly", "[hardening][concurrent]
 // ---------------------------------------------------------------------------------------------
 // Smaller mismatches
 
+TEST_CASE("requests are never dead letters: dropped at once or queued at the stop alike", "[hardening][dead letters]") {
+  courier_test::watchdog wd("request dead letters");
+  courier::system sys{courier::config::deterministic()};
+  auto c = sys.spawn<counter>();
+  c.send(quit{});
+  int failed = 0;
+  c.request(get{}).then([](int) {}, [&](const courier::error&) { ++failed; });  // queued at the stop
+  sys.run_until_idle();
+  CHECK(failed == 1);
+  CHECK(sys.dead_letters() == 0);
+  c.request(get{}).then([](int) {}, [&](const courier::error&) { ++failed; });  // already stopped
+  CHECK(failed == 2);
+  CHECK_FALSE(c.ask(get{}, 1s).has_value());
+  CHECK(sys.dead_letters() == 0);
+  CHECK_FALSE(c.send(add{1, 1}));
+  CHECK(sys.dead_letters() == 1);
+}
+
 TEST_CASE("more than 64 workers is rejected", "[hardening][config]") {
   courier::config cfg;
   cfg.workers = 65;

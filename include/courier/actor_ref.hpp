@@ -153,8 +153,8 @@ class [[nodiscard]] request_handle {
     }
     if (target->enqueue(slot)) [[likely]]
       return;
+    // Not a dead letter: the requester learns of it through on_error.
     pool::destroy(slot);
-    detail::dead_letter(target->core(), target->id(), typeid(M).name());
     detail::reply_error(p, error(errc::actor_stopped, "the target had stopped before the request was sent"));
   }
 
@@ -182,10 +182,9 @@ auto actor_ref<T>::ask(M&& msg, timespan timeout) const {
   } guard{p};  // this caller's reference; the message's is added once the message exists
   auto* slot = detail::make_message<message>(T::template type_index<message>, p, std::forward<M>(msg));
   p->refs.store(2, std::memory_order_relaxed);
-  if (!ptr_->enqueue(slot)) {
+  if (!ptr_->enqueue(slot)) {  // not a dead letter: the caller learns of it from the result
     pool::destroy(slot);
     detail::release(p);
-    detail::dead_letter(ptr_->core(), ptr_->id(), typeid(message).name());
     return outcome(error(errc::actor_stopped, "the target had stopped before the request was sent"));
   }
   const auto deadline = timeout == infinite ? std::chrono::steady_clock::time_point::max()
