@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <new>
@@ -169,7 +170,7 @@ class actor_base {
   friend class courier::system;
   friend class system_core;
   friend class timer_service;
-  friend void register_actor(system_core*, actor_base*);
+  friend bool register_actor(system_core*, actor_base*);
 
   // First cache line: the producers' word plus identity fields that are written rarely.
   // Second line: the consumer's cursor and the fields below, then the derived actor's state.
@@ -267,6 +268,10 @@ const char* type_name_of() noexcept {
   return typeid(M).name();
 }
 
+/// Actors are allocated at least 64-byte aligned (see actor_base), more if the type asks for it.
+template <class T>
+inline constexpr std::size_t actor_alignment = alignof(T) > pool::max_alignment ? alignof(T) : pool::max_alignment;
+
 struct current_actor_scope {
   actor_base* previous;
   explicit current_actor_scope(actor_base* a) noexcept : previous(current_actor) { current_actor = a; }
@@ -321,7 +326,7 @@ class actor : public detail::actor_base {
   /// Forwards `msg` to `target` with the current request's reply route: `target`'s reply (or
   /// failure) goes straight to the original requester. From a handler that returns `delegated<R>`;
   /// elsewhere (or for a one-way message) it is a plain send. If `target` has stopped, the original
-  /// request fails with errc::actor_stopped (and the message is a dead letter).
+  /// request fails with errc::actor_stopped (a one-way message is a dead letter).
   template <class T, class M>
   delegated<reply_type_t<T, std::remove_cvref_t<M>>> delegate(const actor_ref<T>& target, M&& msg);
 
@@ -545,8 +550,11 @@ delegated<reply_type_t<T, std::remove_cvref_t<M>>> actor<Derived, Msgs...>::dele
   if (to->enqueue(slot)) return {};
   detail::pending_base* p = slot->reply_to;
   pool::destroy(slot);
-  detail::dead_letter(to->core(), to->id(), typeid(message).name());
-  if (p != nullptr) detail::reply_error(p, error(errc::actor_stopped, "the delegate target had stopped"));
+  // A request is not a dead letter (the requester is told); a one-way message is.
+  if (p != nullptr)
+    detail::reply_error(p, error(errc::actor_stopped, "the delegate target had stopped"));
+  else
+    detail::dead_letter(to->core(), to->id(), typeid(message).name());
   return {};
 }
 
@@ -637,8 +645,10 @@ detail::resume_result actor<Derived, Msgs...>::resume_impl(detail::actor_base* b
 template <class Derived, class... Msgs>
 void actor<Derived, Msgs...>::destroy_impl(detail::actor_base* base) noexcept {
   auto* derived = static_cast<Derived*>(static_cast<actor*>(base));
+  detail::system_core* core = base->core();
   derived->~Derived();
-  pool::deallocate(derived, sizeof(Derived), pool::max_alignment);
+  pool::deallocate(derived, sizeof(Derived), detail::actor_alignment<Derived>);
+  detail::release_core(core);  // the actor's reference on its system's shared state
 }
 
 }  // namespace courier

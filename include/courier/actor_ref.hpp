@@ -115,7 +115,8 @@ class actor_ref {
   }
 
   explicit operator bool() const noexcept { return ptr_ != nullptr; }
-  std::uint64_t id() const noexcept { return ptr_->id(); }
+  /// The actor's id; 0 for an empty reference.
+  std::uint64_t id() const noexcept { return ptr_ != nullptr ? ptr_->id() : 0; }
   friend bool operator==(const actor_ref& a, const actor_ref& b) noexcept { return a.ptr_ == b.ptr_; }
 
   /// One-way send. Returns false when the actor has stopped: the message is destroyed and
@@ -251,6 +252,14 @@ class [[nodiscard]] request_handle {
       return;
     }
     auto* p = pool::make<pending>(std::move(on_value), std::move(on_error));
+    // The message first: if its constructor throws, nothing else has been taken yet.
+    detail::message_slot<M>* slot;
+    try {
+      slot = detail::make_message<M>(target_ref.template message_index<M>(), p, std::move(msg_));
+    } catch (...) {
+      pool::destroy(p);
+      throw;
+    }
     p->core = target->core();
     if (detail::actor_base* requester = detail::current_actor) {
       requester->add_ref();
@@ -261,11 +270,10 @@ class [[nodiscard]] request_handle {
       p->has_timer = true;
       detail::start_request_timer(p->core, p, timeout_);
     }
-    auto* slot = detail::make_message<M>(target_ref.template message_index<M>(), p, std::move(msg_));
     if (target->enqueue(slot)) [[likely]]
       return;
+    // Not a dead letter: the requester learns of it through on_error.
     pool::destroy(slot);
-    detail::dead_letter(target->core(), target->id(), typeid(M).name());
     detail::reply_error(p, error(errc::actor_stopped, "the target had stopped before the request was sent"));
   }
 
@@ -287,16 +295,15 @@ auto actor_ref<T>::ask(M&& msg, timespan timeout) const {
     return outcome(failure_tag, error(errc::would_deadlock, "ask() blocks; use request(...).then(...) from actors and workers"));
   auto* p = pool::make<detail::ask_pending<reply>>();
   p->core = ptr_->core();
-  p->refs.store(2, std::memory_order_relaxed);  // this caller and the request message
   struct releaser {
     detail::pending_base* p;
     ~releaser() { detail::release(p); }
-  } guard{p};
+  } guard{p};  // this caller's reference; the message's is added once the message exists
   auto* slot = detail::make_message<message>(message_index<message>(), p, std::forward<M>(msg));
-  if (!ptr_->enqueue(slot)) {
+  p->refs.store(2, std::memory_order_relaxed);
+  if (!ptr_->enqueue(slot)) {  // not a dead letter: the caller learns of it from the result
     pool::destroy(slot);
     detail::release(p);
-    detail::dead_letter(ptr_->core(), ptr_->id(), typeid(message).name());
     return outcome(failure_tag, error(errc::actor_stopped, "the target had stopped before the request was sent"));
   }
   if (detail::uses_virtual_clock(p->core)) {

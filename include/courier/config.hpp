@@ -21,6 +21,8 @@
 
 namespace courier {
 
+class error;
+
 enum class scheduling : std::uint8_t { threaded, deterministic, embedded };
 
 /// A message that could not be delivered because its target had stopped.
@@ -31,15 +33,21 @@ struct dead_letter_info {
 
 struct config {
   scheduling mode = scheduling::threaded;
-  /// Worker threads in threaded mode; 0 means std::thread::hardware_concurrency(). At most 64.
+  /// Worker threads in threaded mode; 0 means std::thread::hardware_concurrency(), at most 64.
+  /// Above 64, the system's constructor throws std::invalid_argument.
   std::size_t workers = 0;
   /// Messages an actor may handle per turn before it yields its worker (fairness).
   std::uint32_t throughput = 128;
   /// Rounds of looking for work (stealing, the injection queue) before a worker parks.
   std::uint32_t spin_rounds = 64;
-  /// Called for every dead letter, on the sending thread. Must not block.
+  /// Called for every dead letter, on the sending thread, until `shutdown` returns. Must not block.
   void (*on_dead_letter)(const dead_letter_info&, void* context) = nullptr;
   void* dead_letter_context = nullptr;
+  /// Called when a continuation of a request made outside any actor throws (it runs on the
+  /// replying actor's or the timer's thread; the exception is caught there and never stops that
+  /// actor). Null: one line on stderr. Called until `shutdown` returns. Must not block.
+  void (*on_continuation_error)(const error& what, void* context) = nullptr;
+  void* continuation_error_context = nullptr;
 
   static constexpr config deterministic() {
     config c;

@@ -2,14 +2,19 @@
 /// @file
 /// The actor system: spawns actors, owns the scheduler and the timer, and shuts down in bounded time.
 ///
-/// After `shutdown`, `spawn` throws, the run functions run nothing, and the counters keep their
-/// final values.
+/// After `shutdown`, `spawn` throws and the run functions run nothing. `dead_letters` goes on
+/// counting sends through references that outlive the shutdown.
 ///
-/// Thread-safety: `spawn`, `registry`, `dead_letters` and `live_actors` may be called from any
-/// thread, including from handlers. `await_all_stopped` is for a thread that is not a worker.
-/// `run_one`, `poll` and `run_until_idle` (manual modes) are for one driving thread at a time. `shutdown` and the destructor are for the owning thread.
+/// Thread-safety: `spawn`, `registry`, `dead_letters`, `continuation_failures` and `live_actors`
+/// may be called from any thread, including from handlers, also while `shutdown` runs: an actor
+/// spawned while it runs is asked to stop at once, and `spawn` throws once it has finished.
+/// `await_all_stopped` is for a thread that is not a worker. `run_one`, `poll` and
+/// `run_until_idle` (manual modes) are for one driving thread at a time. `shutdown` and the
+/// destructor are for the owning thread.
 ///
-/// Actor references must not be used after their system is destroyed.
+/// Actor references stay safe to use after `shutdown` and after the system is destroyed: every
+/// operation then fails cleanly (`send` returns false, requests fail with actor_stopped or
+/// system_shutdown). The small state they touch is reference-counted; the threads are gone.
 
 #include <chrono>
 #include <cstdint>
@@ -41,10 +46,11 @@ class system {
   /// Shuts down with a 5 s deadline if `shutdown` was not called; unfinished actors are printed.
   ~system();
 
-  /// Builds a `T` in a pooled slot and starts it. `T`'s constructor must not send (its reference
-  /// does not exist yet); give `T` an `on_start()` instead, which runs on the actor's thread
-  /// before its first message and may send and spawn. Throws std::system_error
-  /// (errc::system_shutdown) after `shutdown`.
+  /// Builds a `T` in a pooled slot (aligned to max(64, alignof(T))) and starts it. `T`'s
+  /// constructor must not send (its reference does not exist yet); give `T` an `on_start()`
+  /// instead, which runs on the actor's thread before its first message and may send and spawn.
+  /// Throws std::system_error (errc::system_shutdown) once `shutdown` has finished; while it
+  /// runs, the new actor is asked to stop at once.
   template <class T, class... Args>
   actor_ref<T> spawn(Args&&... args) {
     return spawn_as<T>(nullptr, detail::no_down_type, std::forward<Args>(args)...);
@@ -59,8 +65,9 @@ class system {
   bool await_all_stopped(timespan deadline);
 
   /// Asks every actor to stop (after the messages already queued), waits up to `deadline` for
-  /// them, then stops the workers. Actors still running at the deadline (a handler that never
-  /// returns) are reported, not waited for: their threads are left to finish on their own.
+  /// them (`courier::infinite`: without limit), then stops the workers and the timer. Actors still
+  /// running at the deadline (a handler that never returns) are reported, not waited for: their
+  /// threads are left to finish on their own. Later calls return the first call's report.
   shutdown_report shutdown(timespan deadline = std::chrono::seconds(5));
 
   /// Manual modes. `run_one` handles at most one message; `poll` runs the actors ready now for
@@ -81,6 +88,8 @@ class system {
   std::uint64_t dead_letters() const noexcept;
   /// Requests dropped without `.then`: each was sent as a one-way message and its reply dropped.
   std::uint64_t unawaited_requests() const noexcept;
+  /// Continuations of requests made outside any actor that threw (see config::on_continuation_error).
+  std::uint64_t continuation_failures() const noexcept;
   std::size_t live_actors() const noexcept;
   std::size_t worker_count() const noexcept;
   const config& settings() const noexcept;
@@ -93,29 +102,43 @@ class system {
   template <class T, class... Args>
   actor_ref<T> spawn_as(detail::actor_base* parent, std::uint16_t parent_down_type, Args&&... args) {
     static_assert(std::is_base_of_v<detail::actor_base, T>, "courier: spawn<T> needs T derived from courier::actor");
-    if (core_ == nullptr) throw std::system_error(make_error_code(errc::system_shutdown), "courier: spawn after shutdown");
-    void* slot = pool::allocate(sizeof(T), pool::max_alignment);  // see actor_base: cache-line layout
+    constexpr std::size_t alignment = detail::actor_alignment<T>;  // see actor_base: cache-line layout
+    void* slot = pool::allocate(sizeof(T), alignment);
     T* object;
     try {
       object = ::new (slot) T(std::forward<Args>(args)...);
     } catch (...) {
-      pool::deallocate(slot, sizeof(T), pool::max_alignment);
+      pool::deallocate(slot, sizeof(T), alignment);
       throw;
     }
     detail::actor_base* base = object;
     base->identity().core = core_;
     object->self_ = actor_ref<T>::adopt(base);  // the keep-alive reference
-    detail::register_actor(core_, base);
+    base->add_ref();                            // the caller's
+    bool stop_now;
+    try {
+      stop_now = detail::register_actor(core_, base);
+    } catch (...) {
+      object->~T();  // drops the keep-alive reference; the caller's is never handed out
+      pool::deallocate(slot, sizeof(T), alignment);
+      throw;
+    }
+    auto ref = actor_ref<T>::adopt(base);
     if (parent != nullptr) parent->link_child(base, parent_down_type);  // before its first message
-    if constexpr (detail::has_on_start<T>) detail::queue_start(base);
-    base->add_ref();
-    return actor_ref<T>::adopt(base);
+    if (stop_now) {
+      base->request_exit(errc::system_shutdown);
+    } else {
+      if constexpr (detail::has_on_start<T>) detail::queue_start(base);
+    }
+    return ref;
   }
 
-  detail::system_core* core_;  // null once shut down
+  bool finished() const noexcept;  // shutdown has finished (any thread)
+
+  detail::system_core* core_;  // never null; the system holds one reference on it
   config settings_;
-  std::uint64_t dead_letters_at_shutdown_ = 0;
-  std::uint64_t unawaited_at_shutdown_ = 0;
+  bool shut_down_ = false;  // owning thread only
+  shutdown_report report_;
   courier::registry registry_;  // names hold references: emptied by shutdown
 };
 

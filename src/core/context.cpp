@@ -99,10 +99,12 @@ void actor_base::handle_child_exit(child_exit_slot* slot) {
 }  // namespace detail
 
 bool system::await_all_stopped(timespan deadline) {
-  if (core_ == nullptr) return true;
+  if (finished()) return report_.clean;
   if (detail::current_actor != nullptr || detail::on_worker_thread()) return live_actors() == 0;
-  const bool forever = deadline == infinite;
-  const auto until = forever ? std::chrono::steady_clock::time_point::max() : std::chrono::steady_clock::now() + deadline;
+  // Saturates, as shutdown does: a deadline past the clock's range waits without limit.
+  const auto start = std::chrono::steady_clock::now();
+  const bool forever = deadline >= std::chrono::steady_clock::time_point::max() - start;
+  const auto until = forever ? std::chrono::steady_clock::time_point::max() : start + deadline;
   if (core_->manual) {
     for (;;) {
       if (live_actors() == 0) return true;

@@ -1,9 +1,15 @@
 #include "courier/pool.hpp"
 
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <new>
 
-#if defined(COURIER_USE_MIMALLOC)
+// Sanitizer builds take memory from the instrumented system allocator: mimalloc is not
+// instrumented, so ThreadSanitizer would see its reuse of a block across threads as a race.
+#if defined(COURIER_USE_MIMALLOC) && !defined(COURIER_POOL_SYSTEM_ALLOCATOR)
+#define COURIER_POOL_MIMALLOC 1
 #include <mimalloc.h>
 #endif
 
@@ -11,7 +17,7 @@ namespace courier::pool {
 namespace {
 
 void* default_allocate(std::size_t size, std::size_t alignment) {
-#if defined(COURIER_USE_MIMALLOC)
+#if defined(COURIER_POOL_MIMALLOC)
   void* p = mi_malloc_aligned(size, alignment);
   if (p == nullptr) throw std::bad_alloc();
   return p;
@@ -21,7 +27,7 @@ void* default_allocate(std::size_t size, std::size_t alignment) {
 }
 
 void default_deallocate(void* ptr, std::size_t, std::size_t alignment) noexcept {
-#if defined(COURIER_USE_MIMALLOC)
+#if defined(COURIER_POOL_MIMALLOC)
   (void)alignment;
   mi_free(ptr);
 #else
@@ -101,14 +107,43 @@ void* refill(heap& h, std::uint8_t size_class) {
   return p;
 }
 
+// The large path asks the hook only for the fundamental alignment and aligns further itself:
+// aligned allocation entry points are not trusted for every (size, alignment) pair (mimalloc
+// 2.0.9's mi_malloc_aligned returns misaligned blocks for some alignments of 256 to 1024 bytes).
+// The hook's own pointer is stored just before the aligned block.
+namespace {
+
+constexpr std::size_t natural_alignment = alignof(std::max_align_t);
+
+constexpr std::size_t over_aligned_size(std::size_t size, std::size_t alignment) noexcept {
+  return size + alignment + sizeof(void*);
+}
+
+}  // namespace
+
 void* allocate_large(std::size_t size, std::size_t alignment) {
+  if (alignment <= natural_alignment) {
+    void* p = hooks.allocate(size, natural_alignment);
+    large_allocations.fetch_add(1, std::memory_order_relaxed);
+    return p;
+  }
+  auto* raw = static_cast<char*>(hooks.allocate(over_aligned_size(size, alignment), natural_alignment));
   large_allocations.fetch_add(1, std::memory_order_relaxed);
-  return hooks.allocate(size, alignment < 16 ? 16 : alignment);
+  const auto first = reinterpret_cast<std::uintptr_t>(raw + sizeof(void*));
+  char* aligned = raw + ((first + alignment - 1) & ~(std::uintptr_t{alignment} - 1)) - reinterpret_cast<std::uintptr_t>(raw);
+  std::memcpy(aligned - sizeof(void*), &raw, sizeof raw);
+  return aligned;
 }
 
 void deallocate_large(void* ptr, std::size_t size, std::size_t alignment) noexcept {
   large_deallocations.fetch_add(1, std::memory_order_relaxed);
-  hooks.deallocate(ptr, size, alignment < 16 ? 16 : alignment);
+  if (alignment <= natural_alignment) {
+    hooks.deallocate(ptr, size, natural_alignment);
+    return;
+  }
+  char* raw;
+  std::memcpy(&raw, static_cast<char*>(ptr) - sizeof(void*), sizeof raw);
+  hooks.deallocate(raw, over_aligned_size(size, alignment), natural_alignment);
 }
 
 }  // namespace detail

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <stdexcept>
+#include <string>
 
 #include "system_core.hpp"
 
@@ -100,6 +102,10 @@ void actor_base::discard_system(message_header* msg) noexcept {
 }
 
 void actor_base::terminate(const error& reason) noexcept {
+  // A handler that threw left this unset: without it, what the actor sends itself while stopping
+  // (a self-monitor's down, the failure of a request it queued to itself) would take the
+  // self-send shortcut into a list that close() has already drained.
+  stop_requested_ = true;
   if (reason && exit_reason_ == nullptr) exit_reason_ = new error(reason);
   if (message_header* m = mailbox_.close()) {
     // Built only when something was queued: a normal stop allocates nothing.
@@ -141,13 +147,22 @@ void actor_base::terminate(const error& reason) noexcept {
 // ---------------------------------------------------------------------------------------------
 // Registry and dead letters
 
-void register_actor(system_core* core, actor_base* a) {
-  a->identity().id = core->next_id.fetch_add(1, std::memory_order_relaxed);
+bool register_actor(system_core* core, actor_base* a) {
   std::lock_guard lock(core->registry_mutex);
+  const auto phase = core->phase.load(std::memory_order_relaxed);
+  if (phase == system_core::phase_t::finished)
+    throw std::system_error(make_error_code(errc::system_shutdown), "courier: spawn after shutdown");
+  a->identity().id = core->next_id.fetch_add(1, std::memory_order_relaxed);
   a->identity().registry_next = core->registry_head;
   if (core->registry_head != nullptr) core->registry_head->identity().registry_prev = a;
   core->registry_head = a;
   ++core->live;
+  core->refs.fetch_add(1, std::memory_order_relaxed);
+  return phase == system_core::phase_t::stopping;
+}
+
+void release_core(system_core* core) noexcept {
+  if (core->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete core;
 }
 
 void unregister_actor(system_core* core, actor_base* a) noexcept {
@@ -168,7 +183,22 @@ void count_unawaited_request(system_core* core) noexcept {
 
 void dead_letter(system_core* core, std::uint64_t target_id, const char* message_type) noexcept {
   core->dead_letters.fetch_add(1, std::memory_order_relaxed);
-  if (core->cfg.on_dead_letter != nullptr) core->cfg.on_dead_letter({target_id, message_type}, core->cfg.dead_letter_context);
+  if (core->cfg.on_dead_letter != nullptr && core->hooks_enabled.load(std::memory_order_acquire))
+    core->cfg.on_dead_letter({target_id, message_type}, core->cfg.dead_letter_context);
+}
+
+void continuation_failed(system_core* core, const char* what) noexcept {
+  core->continuation_failures.fetch_add(1, std::memory_order_relaxed);
+  try {
+    if (core->cfg.on_continuation_error != nullptr && core->hooks_enabled.load(std::memory_order_acquire)) {
+      core->cfg.on_continuation_error(error(errc::handler_failed, std::string("a continuation threw: ") + what),
+                                      core->cfg.continuation_error_context);
+      return;
+    }
+  } catch (...) {
+    // The hook itself threw, or out of memory: fall back to the line below.
+  }
+  std::fprintf(stderr, "courier: a request's continuation threw: %s\n", what);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -199,11 +229,19 @@ std::vector<system_core*>* abandoned_cores = nullptr;
 // -------------------------------------------------------------------------------------------------
 // system
 
-system::system(config cfg) : core_(new detail::system_core(cfg)), settings_(core_->cfg) { core_->owner = this; }
+namespace {
+
+config checked(config cfg) {
+  if (cfg.workers > 64) throw std::invalid_argument("courier: config::workers must be at most 64");
+  return cfg;
+}
+
+}  // namespace
+
+system::system(config cfg) : core_(new detail::system_core(checked(cfg))), settings_(core_->cfg) { core_->owner = this; }
 
 system::~system() {
-  if (core_ == nullptr) return;
-  if (!core_->shut_down) {
+  if (!shut_down_) {
     shutdown_report report = shutdown();
     if (!report.clean) {
       std::fprintf(stderr, "courier: %zu actor(s) did not stop before the shutdown deadline:", report.unfinished.size());
@@ -211,56 +249,75 @@ system::~system() {
       std::fprintf(stderr, "\n");
     }
   }
+  // After an unclean shutdown the core stays reachable (abandoned), since stuck handlers may still
+  // use it; after a clean one, the actors that refs keep alive hold the last references.
+  if (report_.clean) detail::release_core(core_);
 }
 
 shutdown_report system::shutdown(timespan deadline) {
-  shutdown_report report;
-  if (core_ == nullptr || core_->shut_down) return report;
-  core_->shut_down = true;
+  if (shut_down_) return report_;
+  shut_down_ = true;
+  using phase_t = detail::system_core::phase_t;
   {
     std::lock_guard lock(core_->registry_mutex);
+    core_->phase.store(phase_t::stopping, std::memory_order_release);  // later spawns are stopped at once
     for (detail::actor_base* a = core_->registry_head; a != nullptr; a = a->identity().registry_next)
       a->request_exit(errc::system_shutdown);
   }
-  const auto until = std::chrono::steady_clock::now() + deadline;
+  // Saturates: `courier::infinite` (or anything past the clock's range) waits without limit.
+  const auto now = std::chrono::steady_clock::now();
+  const bool forever = deadline >= std::chrono::steady_clock::time_point::max() - now;
+  const auto until = forever ? std::chrono::steady_clock::time_point::max() : now + deadline;
+  shutdown_report report;
   if (core_->manual) {
-    while (live_actors() > 0 && std::chrono::steady_clock::now() < until)
+    auto live = [this] {
+      std::lock_guard lock(core_->registry_mutex);
+      return core_->live;
+    };
+    while (live() > 0 && (forever || std::chrono::steady_clock::now() < until))
       if (!core_->run_one(core_->cfg.throughput)) break;
-  } else {
-    std::unique_lock lock(core_->registry_mutex);
-    core_->registry_empty.wait_until(lock, until, [this] { return core_->live == 0; });
   }
   {
-    std::lock_guard lock(core_->registry_mutex);
+    std::unique_lock lock(core_->registry_mutex);
+    if (!core_->manual) {
+      auto none_left = [this] { return core_->live == 0; };
+      if (forever)
+        core_->registry_empty.wait(lock, none_left);
+      else
+        core_->registry_empty.wait_until(lock, until, none_left);
+    }
+    core_->phase.store(phase_t::finished, std::memory_order_release);  // from here on spawn throws
     for (detail::actor_base* a = core_->registry_head; a != nullptr; a = a->identity().registry_next)
       report.unfinished.push_back(std::string(a->name()) + "#" + std::to_string(a->id()));
   }
   report.clean = report.unfinished.empty();
   core_->timers.stop();
-  dead_letters_at_shutdown_ = core_->dead_letters.load(std::memory_order_relaxed);
-  unawaited_at_shutdown_ = core_->unawaited_requests.load(std::memory_order_relaxed);
   if (report.clean) {
     core_->stop_workers(true);
     // Actors stopped and workers gone: what is left in the queues are references to stopped actors.
     detail::actor_base* a = nullptr;
     while (core_->injection.try_dequeue(a)) {
     }
-    delete core_;
   } else {
     core_->stop_workers(false);
     std::lock_guard lock(detail::abandoned_mutex);
     if (detail::abandoned_cores == nullptr) detail::abandoned_cores = new std::vector<detail::system_core*>();
     detail::abandoned_cores->push_back(core_);
   }
-  core_ = nullptr;
+  core_->hooks_enabled.store(false, std::memory_order_release);
+  report_ = report;
   registry_.clear();  // after the actors stopped, so that no handler puts a name back
   return report;
 }
 
-bool system::run_one() { return core_ != nullptr && core_->run_one(1); }
+bool system::finished() const noexcept {
+  return core_->phase.load(std::memory_order_acquire) == detail::system_core::phase_t::finished;
+}
+
+bool system::run_one() { return !finished() && core_->run_one(1); }
 
 std::size_t system::poll() {
-  if (core_ == nullptr) return 0;
+  if (finished()) return 0;
   core_->drain_wake_fd();
   std::size_t ran = 0;
   for (std::size_t ready = core_->injection.size_approx(); ran < ready; ++ran)
@@ -269,32 +326,34 @@ std::size_t system::poll() {
 }
 
 std::size_t system::run_until_idle() {
-  if (core_ == nullptr) return 0;
+  if (finished()) return 0;
   core_->drain_wake_fd();
   std::size_t ran = 0;
   while (core_->run_one(core_->cfg.throughput)) ++ran;
   return ran;
 }
 
-std::size_t system::advance_time(timespan by) { return core_ != nullptr ? core_->timers.advance(by) : 0; }
+std::size_t system::advance_time(timespan by) { return !finished() ? core_->timers.advance(by) : 0; }
 
-int system::wake_fd() const noexcept { return core_ != nullptr ? core_->event_fd : -1; }
+int system::wake_fd() const noexcept { return !finished() ? core_->event_fd : -1; }
 
-std::uint64_t system::dead_letters() const noexcept {
-  return core_ != nullptr ? core_->dead_letters.load(std::memory_order_relaxed) : dead_letters_at_shutdown_;
+std::uint64_t system::dead_letters() const noexcept { return core_->dead_letters.load(std::memory_order_relaxed); }
+
+std::uint64_t system::continuation_failures() const noexcept {
+  return core_->continuation_failures.load(std::memory_order_relaxed);
 }
 
 std::uint64_t system::unawaited_requests() const noexcept {
-  return core_ != nullptr ? core_->unawaited_requests.load(std::memory_order_relaxed) : unawaited_at_shutdown_;
+  return core_->unawaited_requests.load(std::memory_order_relaxed);
 }
 
 std::size_t system::live_actors() const noexcept {
-  if (core_ == nullptr) return 0;
+  if (finished()) return 0;
   std::lock_guard lock(core_->registry_mutex);
   return core_->live;
 }
 
-std::size_t system::worker_count() const noexcept { return core_ != nullptr ? core_->workers.size() : 0; }
+std::size_t system::worker_count() const noexcept { return !finished() ? core_->workers.size() : 0; }
 const config& system::settings() const noexcept { return settings_; }
 
 }  // namespace courier

@@ -230,6 +230,11 @@ class system_core {
   bool has_stealable_work() const noexcept;
   bool run_one(std::uint32_t budget);
 
+  // Lifetime: the system holds one reference and every registered actor one more, so what refs
+  // touch (the registry, counters, the timer's state) outlives both the system and its actors.
+  // Shutdown stops the threads; the last reference frees the rest.
+  std::atomic<std::uint32_t> refs{1};
+
   // Registry: every actor between spawn and stop, for shutdown.
   std::mutex registry_mutex;
   std::condition_variable registry_empty;
@@ -237,9 +242,16 @@ class system_core {
   std::size_t live = 0;
   std::atomic<std::uint64_t> next_id{1};
 
+  /// running -> stopping (shutdown asked every actor to stop; later spawns are asked at once)
+  /// -> finished (spawn throws). Written under registry_mutex.
+  enum class phase_t : int { running, stopping, finished };
+  std::atomic<phase_t> phase{phase_t::running};
+  /// Cleared when shutdown returns: the user's hooks (and their contexts) may be gone after it.
+  std::atomic<bool> hooks_enabled{true};
+
   std::atomic<std::uint64_t> dead_letters{0};
   std::atomic<std::uint64_t> unawaited_requests{0};
-  bool shut_down = false;
+  std::atomic<std::uint64_t> continuation_failures{0};
 
   timer_service timers;
 };

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <mutex>
 #include <set>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -161,9 +162,11 @@ TEST_CASE("the worker count follows the config", "[scheduler][concurrent]") {
   }
   {
     courier::config cfg;
-    cfg.workers = 100;
+    cfg.workers = 64;
     courier::system sys{cfg};
     CHECK(sys.worker_count() == 64);
+    cfg.workers = 100;  // more than the idle mask's 64 bits: rejected, not clamped
+    CHECK_THROWS_AS(courier::system{cfg}, std::invalid_argument);
   }
   CHECK(courier::system{courier::config::deterministic()}.worker_count() == 0);
 }

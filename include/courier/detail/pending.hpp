@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -73,6 +74,24 @@ struct response_slot : message_header {
   response_slot(pending_base* p, R&& v) : message_header{nullptr, p, response_type}, value(std::move(v)) {}
 };
 
+/// Runs a continuation of a requester that is not an actor, on the thread that settles the
+/// request (a replying actor's, the timer's, or the caller's). It runs as if from a plain thread
+/// (no current actor, so requests made there are plain-thread requests too), and an exception it
+/// throws is reported to the system's hook instead of failing the actor whose turn it borrows.
+template <class F>
+void run_detached_continuation(system_core* core, F&& run) noexcept {
+  actor_base* const previous = current_actor;
+  current_actor = nullptr;
+  try {
+    run();
+  } catch (const std::exception& e) {
+    continuation_failed(core, e.what());
+  } catch (...) {
+    continuation_failed(core, "unknown exception");
+  }
+  current_actor = previous;
+}
+
 /// Sends a handler's return value back; consumes the reference the request message held.
 template <class R>
 void reply_value(pending_base* p, R&& value) {
@@ -88,7 +107,7 @@ void reply_value(pending_base* p, R&& value) {
     pending_base* p;
     ~releaser() { release(p); }
   } guard{p};
-  if (claim(p)) p->ops->complete(p, &value);
+  if (claim(p)) run_detached_continuation(p->core, [&] { p->ops->complete(p, &value); });
 }
 
 /// Fails a request; consumes one reference (the request message's or the timer's).
@@ -104,13 +123,7 @@ inline void reply_error(pending_base* p, const error& why) noexcept {
     }
     return;
   }
-  if (claim(p)) {
-    try {
-      p->ops->fail(p, why);
-    } catch (...) {
-      // A continuation that throws on the replying thread has nowhere to report to.
-    }
-  }
+  if (claim(p)) run_detached_continuation(p->core, [&] { p->ops->fail(p, why); });
   release(p);
 }
 
@@ -162,7 +175,11 @@ struct ask_pending : pending_base {
   static void discard_reply(message_header* reply) noexcept { pool::destroy(static_cast<response_slot<R>*>(reply)); }
   static void complete(pending_base* self, void* value) {
     auto* a = static_cast<ask_pending*>(self);
-    a->value.emplace(std::move(*static_cast<R*>(value)));
+    try {
+      a->value.emplace(std::move(*static_cast<R*>(value)));
+    } catch (...) {
+      a->err = error(errc::handler_failed, "the reply could not be moved to the caller of ask");
+    }
     a->ready.store(1, std::memory_order_release);
     futex_wake_all(&a->ready);
   }

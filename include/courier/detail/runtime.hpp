@@ -19,8 +19,15 @@ struct timer_record;
 /// worker's "next" slot when called from a worker of the same system, else the injection queue.
 void schedule(actor_base* actor);
 
-void register_actor(system_core* core, actor_base* actor);
+/// Adds the actor to the registry and takes a reference on `core` for it (dropped by
+/// `release_core` when the actor is destroyed). Throws std::system_error(system_shutdown) once
+/// shutdown has finished; returns true while it runs: the caller must then ask the actor to stop.
+bool register_actor(system_core* core, actor_base* actor);
 void unregister_actor(system_core* core, actor_base* actor) noexcept;
+void release_core(system_core* core) noexcept;
+
+/// A continuation of a requester that is not an actor threw: counted and reported to the hook.
+void continuation_failed(system_core* core, const char* what) noexcept;
 
 /// A request dropped without `.then`: it was sent one-way; counted for system::unawaited_requests().
 void count_unawaited_request(system_core* core) noexcept;
