@@ -80,13 +80,13 @@ inline std::string machine_description() {
   return cpu + " | " + std::to_string(cores) + " cores | " + kernel;
 }
 
-/// The command line both benchmark drivers take: [--quick] [--runs N] [--only W8]. --quick is the CI smoke
+/// The command line both benchmark drivers take: [--quick] [--runs N] [--only W6|W8]. --quick is the CI smoke
 /// run: sizes / 100 and one run unless --runs says otherwise.
 struct options {
   bool quick = false;
   int runs = 5;
   bool ok = true;  ///< false after printing the usage line
-  std::string only;  ///< --only W8: run just that workload (W8 only for now); empty: all
+  std::string only;  ///< --only W6 or W8: run just that workload; empty: all
 };
 
 inline options parse_options(int argc, char** argv) {
@@ -101,7 +101,7 @@ inline options parse_options(int argc, char** argv) {
     } else if (std::string(argv[i]) == "--only" && i + 1 < argc) {
       o.only = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--runs N] [--only W8]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--runs N] [--only W6|W8]\n", argv[0]);
       o.ok = false;
     }
   }
@@ -112,12 +112,12 @@ inline options parse_options(int argc, char** argv) {
 /// The workloads' sizes (issue 2), shared by the Courier and CAF sides.
 struct workload_sizes {
   std::size_t w1_messages, w2_round_trips, w3_per_sender, w3_senders, w4_actors, w5_actors, w5_hops, floor_messages,
-      w8_requests;
+      w8_requests, w6_leaves;
 
   static workload_sizes for_run(bool quick) {
     const std::size_t div = quick ? 100 : 1;
     return {1'000'000 / div, 1'000'000 / div, 250'000 / div, 4, 1'000'000 / div, 503, 10'000'000 / div,
-            10'000'000 / div, 1'000'000 / div};
+            10'000'000 / div, 1'000'000 / div, 1'000'000 / div};
   }
 };
 

@@ -1,9 +1,10 @@
 // courier-bench: Courier and CAF 0.17 side by side on the same workloads, in the same run.
-//   courier-bench [--quick] [--runs N] [--only W8]
+//   courier-bench [--quick] [--runs N] [--only W6|W8]
 // Prints one line per workload, "W1 self-send courier=<ops/s> caf=<ops/s> ratio=<courier/caf>"
 // (W8: "W8 request-timeout courier=<req/s> no_timeout=<req/s> caf=<req/s> ratio=<courier/caf>
 // overhead=<no_timeout/courier>"),
 // each figure the median of N runs (default 5); --quick is the CI smoke run (sizes / 100, 1 run).
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "caf_peer.hpp"
 #include "courier_workloads.hpp"
 #include "moodycamel_floor.hpp"
+#include "skynet.hpp"
 
 namespace cs = courier_bench::courier_side;
 namespace cp = courier_bench::caf_peer;
@@ -52,6 +54,37 @@ void line(const char* name, const figures& courier, const figures& caf, const ch
 }
 
 /// Side by side in one process: requests with a time-out, without, and CAF's with a time-out.
+void w6_line(int runs, std::uint64_t leaves) {
+  namespace sk = courier_bench::skynet;
+  std::vector<sk::run> courier_runs, caf_runs;
+  const double c6 = median_of(runs, [&] {
+    courier_runs.push_back(sk::courier_side(leaves));
+    return courier_runs.back().seconds;
+  });
+  const double f6 = median_of(runs, [&] {
+    caf_runs.push_back(sk::caf_side(leaves));
+    return caf_runs.back().seconds;
+  });
+  const double actors = static_cast<double>(leaves + (leaves - 1) / 9);  // 1,111,111 for 1,000,000 leaves
+  bool sums_ok = true;
+  std::uint64_t courier_peak = 0, caf_peak = 0;
+  for (const auto& r : courier_runs) {
+    sums_ok = sums_ok && r.sum == sk::expected_sum(leaves);
+    courier_peak = std::max(courier_peak, r.peak_rss_bytes);
+  }
+  for (const auto& r : caf_runs) {
+    sums_ok = sums_ok && r.sum == sk::expected_sum(leaves);
+    caf_peak = std::max(caf_peak, r.peak_rss_bytes);
+  }
+  const double courier_rate = c6 > 0 ? actors / c6 : 0, caf_rate = f6 > 0 ? actors / f6 : 0;
+  std::printf("W6 skynet courier=%.0f caf=%.0f ratio=%.2f\n", courier_rate, caf_rate,
+              caf_rate > 0 ? courier_rate / caf_rate : 0.0);
+  std::printf("    sum %s (%llu), peak resident memory of the run: courier %.1f MB, caf %.1f MB (largest of the runs)\n",
+              sums_ok ? "correct" : "WRONG", static_cast<unsigned long long>(sk::expected_sum(leaves)), courier_peak / 1e6,
+              caf_peak / 1e6);
+  std::fflush(stdout);
+}
+
 void w8_line(int runs, std::size_t requests) {
   // With and without a time-out alternate, so that a change in the machine's load hits both alike.
   std::vector<cs::result> without;
@@ -83,7 +116,12 @@ int main(int argc, char** argv) {
   std::printf("machine: %s\n", courier_bench::machine_description().c_str());
   std::printf("mode: %s, median of %d run(s) per figure\n", quick ? "quick" : "full", runs);
   if (opts.only == "W8") {
-    w8_line(runs, n.w8_requests);
+    w6_line(runs, n.w6_leaves);
+  w8_line(runs, n.w8_requests);
+    return 0;
+  }
+  if (opts.only == "W6") {
+    w6_line(runs, n.w6_leaves);
     return 0;
   }
   // Memory per actor first, while the pool holds no free slots of an actor's size (later runs
@@ -106,6 +144,7 @@ int main(int argc, char** argv) {
   line("W5 thread-ring", median_result<cs::result>(runs, [&] { return cs::w5_ring(n.w5_actors, n.w5_hops); }),
        median_result<cp::result>(runs, [&] { return cp::w5_ring(n.w5_actors, n.w5_hops); }), "hop");
 
+  w6_line(runs, n.w6_leaves);
   w8_line(runs, n.w8_requests);
 
   std::printf("floor: courier mailbox push+pop %.1f ns, moodycamel enqueue+dequeue %.1f ns (one thread)\n",

@@ -80,20 +80,29 @@ void worker::push_local(actor_base* a) {
   if (core->searching.load(std::memory_order_relaxed) == 0) core->wake_one();
 }
 
+void worker::requeue(actor_base* a) {
+  core->injection.enqueue(a);
+  if (core->searching.load(std::memory_order_relaxed) == 0) core->wake_one();
+}
+
 actor_base* worker::find_local_work(moodycamel::ConsumerToken& token) {
   actor_base* a = nullptr;
   // Look at the shared queue now and then even when busy, so injected actors are not starved.
   if (++tick % 61 == 0 && core->injection.try_dequeue(token, a)) return a;
   if (next != nullptr) {
     a = std::exchange(next, nullptr);
-    // A ping-pong pair could keep the next slot forever; after a streak it queues like others.
+    // A ping-pong pair could keep the next slot forever; after a streak it goes to the back of
+    // the shared queue, behind everything that waits here.
     if (++next_streak <= 64) return a;
     next_streak = 0;
-    if (!local.push(a)) core->injection.enqueue(a);
+    requeue(a);
   } else {
     next_streak = 0;
   }
-  if ((a = local.pop()) != nullptr) return a;
+  // Newest first: depth-first through spawn trees. Actors that used up a turn or a streak are
+  // requeued at the back of the shared queue instead, so they cannot keep the worker from the
+  // actors below them.
+  if ((a = local.pop_newest()) != nullptr) return a;
   if (core->injection.try_dequeue(token, a)) return a;
   return nullptr;
 }
@@ -168,7 +177,7 @@ void worker::run() {
       }
       r = a->resume(budget);
     }
-    if (r == resume_result::reschedule) push_local(a);
+    if (r == resume_result::reschedule) requeue(a);
   }
   timers.close();
   this_worker = nullptr;
