@@ -15,6 +15,7 @@ class category final : public std::error_category {
       case errc::system_shutdown: return "actor system shut down";
       case errc::stopped_by_request: return "stopped by request";
       case errc::empty_reference: return "empty actor reference";
+      case errc::mailbox_full: return "mailbox full";
     }
     return "unknown courier error";
   }

@@ -108,7 +108,7 @@ void actor_base::terminate(const error& reason) noexcept {
     monitor_link* next = links->next;
     try {
       auto* msg = make_message<down>(links->down_type, nullptr, id(), reason);
-      if (!links->watcher->enqueue(msg)) pool::destroy(msg);
+      if (!links->watcher->enqueue_urgent(msg)) pool::destroy(msg);
     } catch (...) {
       // Out of memory while stopping: the watcher misses this down, nothing else is lost.
     }
@@ -143,9 +143,11 @@ void unregister_actor(system_core* core, actor_base* a) noexcept {
   if (--core->live == 0) core->registry_empty.notify_all();
 }
 
-void dead_letter(system_core* core, std::uint64_t target_id, const char* message_type) noexcept {
+void dead_letter(system_core* core, std::uint64_t target_id, const char* message_type,
+                 dead_letter_reason reason) noexcept {
   core->dead_letters.fetch_add(1, std::memory_order_relaxed);
-  if (core->cfg.on_dead_letter != nullptr) core->cfg.on_dead_letter({target_id, message_type}, core->cfg.dead_letter_context);
+  if (core->cfg.on_dead_letter != nullptr)
+    core->cfg.on_dead_letter({target_id, message_type, reason}, core->cfg.dead_letter_context);
 }
 
 // ---------------------------------------------------------------------------------------------

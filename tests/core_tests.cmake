@@ -5,6 +5,7 @@
 courier_add_test(core_error error.test.cpp TIMEOUT 30)
 courier_add_test(core_pool pool.test.cpp TIMEOUT 60 LABELS concurrent)
 courier_add_test(core_mailbox mailbox.test.cpp TIMEOUT 60 LABELS concurrent)
+courier_add_test(core_bounded bounded.test.cpp TIMEOUT 90 LABELS concurrent)
 courier_add_test(core_actor actor.test.cpp TIMEOUT 90 LABELS concurrent)
 courier_add_test(core_actor_ref actor_ref.test.cpp TIMEOUT 90 LABELS concurrent)
 courier_add_test(core_system system.test.cpp TIMEOUT 90 LABELS concurrent)

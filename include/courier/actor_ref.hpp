@@ -28,6 +28,14 @@ using reply_type_t = std::conditional_t<std::is_void_v<decltype(std::declval<T&>
 template <class T, class M>
 class request_handle;
 
+/// What `actor_ref::try_send` did with a message.
+enum class send_result : std::uint8_t {
+  sent,             ///< queued in the actor's mailbox
+  full,             ///< the actor's bounded mailbox was at capacity; the message was destroyed
+  stopped,          ///< the actor had stopped; the message was destroyed
+  empty_reference,  ///< the reference refers to no actor; nothing was sent
+};
+
 template <class T>
 class actor_ref {
  public:
@@ -50,8 +58,9 @@ class actor_ref {
   std::uint64_t id() const noexcept { return ptr_->id(); }
   friend bool operator==(const actor_ref& a, const actor_ref& b) noexcept { return a.ptr_ == b.ptr_; }
 
-  /// One-way send. Returns false when the actor has stopped: the message is destroyed and
-  /// reported to the system's dead-letter hook. False, with nothing sent, on an empty reference.
+  /// One-way send. Returns false when the actor has stopped or its bounded mailbox is full:
+  /// the message is destroyed and reported to the system's dead-letter hook (with the reason).
+  /// False, with nothing sent, on an empty reference.
   template <class M>
   bool send(M&& msg) const {
     using message = std::remove_cvref_t<M>;
@@ -59,12 +68,39 @@ class actor_ref {
     if (ptr_ == nullptr) [[unlikely]]
       return false;
     auto* slot = detail::make_message<message>(T::template type_index<message>, nullptr, std::forward<M>(msg));
-    if (ptr_->enqueue(slot)) [[likely]]
+    const detail::push_result r = ptr_->try_enqueue(slot);
+    if (r == detail::push_result::queued) [[likely]]
       return true;
     pool::destroy(slot);
-    detail::dead_letter(ptr_->core(), ptr_->id(), typeid(message).name());
+    detail::dead_letter(ptr_->core(), ptr_->id(), typeid(message).name(),
+                        r == detail::push_result::full ? dead_letter_reason::mailbox_full : dead_letter_reason::stopped);
     return false;
   }
+
+  /// One-way send that says what happened. Unlike `send`, a refused message is not reported as a
+  /// dead letter: the result tells the caller, who decides (retry later, drop, push back).
+  template <class M>
+  send_result try_send(M&& msg) const {
+    using message = std::remove_cvref_t<M>;
+    static_assert(detail::check_accepts<T, message>());
+    if (ptr_ == nullptr) [[unlikely]]
+      return send_result::empty_reference;
+    auto* slot = detail::make_message<message>(T::template type_index<message>, nullptr, std::forward<M>(msg));
+    const detail::push_result r = ptr_->try_enqueue(slot);
+    if (r == detail::push_result::queued) [[likely]]
+      return send_result::sent;
+    pool::destroy(slot);
+    return r == detail::push_result::full ? send_result::full : send_result::stopped;
+  }
+
+  /// Messages waiting in the actor's mailbox, approximately: for a bounded mailbox, the count
+  /// its capacity is checked against (it may still include up to one turn's worth of messages
+  /// the actor has just handled, and misses sends in flight); an unbounded mailbox keeps no
+  /// count (that would cost every send an atomic add) and reports 0. 0 on an empty reference.
+  std::size_t queued() const noexcept { return ptr_ != nullptr ? ptr_->queued() : 0; }
+
+  /// The actor's mailbox capacity; 0 when unbounded (or on an empty reference).
+  std::size_t mailbox_capacity() const noexcept { return ptr_ != nullptr ? ptr_->mailbox_capacity() : 0; }
 
   /// Delivers `msg` after `delay` (per-sender order is not kept across different delays). If the
   /// actor has stopped by then, the message is a dead letter. False on an empty reference.
@@ -94,9 +130,16 @@ class actor_ref {
   template <class M>
   auto ask(M&& msg, timespan timeout) const;
 
-  /// Asks the actor to stop after the messages already queued; its monitors see
-  /// errc::stopped_by_request. Does nothing on an empty reference.
+  /// Stops the actor after the message it is handling now (urgent: it overtakes what is queued,
+  /// like CAF's exit messages and Akka's `context.stop`). What is still queued is dropped: one-way
+  /// messages become dead letters, requests fail with actor_stopped. Its monitors see
+  /// errc::stopped_by_request. Does nothing on an empty reference or a stopped actor.
   void stop() const;
+
+  /// Stops the actor once it has handled the messages already queued (graceful, like Akka's
+  /// PoisonPill); messages sent after this call are dropped as by `stop`. Its monitors see
+  /// errc::stopped_by_request. Does nothing on an empty reference or a stopped actor.
+  void stop_after_queued() const;
 
   detail::actor_base* base() const noexcept { return ptr_; }
 
@@ -143,9 +186,15 @@ class [[nodiscard]] request_handle {
       detail::start_request_timer(p->core, p, timeout_);
     }
     auto* slot = detail::make_message<M>(T::template type_index<M>, p, std::move(msg_));
-    if (target->enqueue(slot)) [[likely]]
+    const detail::push_result r = target->try_enqueue(slot);
+    if (r == detail::push_result::queued) [[likely]]
       return;
     pool::destroy(slot);
+    if (r == detail::push_result::full) {
+      detail::dead_letter(target->core(), target->id(), typeid(M).name(), dead_letter_reason::mailbox_full);
+      detail::reply_error(p, error(errc::mailbox_full, "the target's mailbox was full"));
+      return;
+    }
     detail::dead_letter(target->core(), target->id(), typeid(M).name());
     detail::reply_error(p, error(errc::actor_stopped, "the target had stopped before the request was sent"));
   }
@@ -174,9 +223,13 @@ auto actor_ref<T>::ask(M&& msg, timespan timeout) const {
     ~releaser() { detail::release(p); }
   } guard{p};
   auto* slot = detail::make_message<message>(T::template type_index<message>, p, std::forward<M>(msg));
-  if (!ptr_->enqueue(slot)) {
+  if (const detail::push_result r = ptr_->try_enqueue(slot); r != detail::push_result::queued) {
     pool::destroy(slot);
     detail::release(p);
+    if (r == detail::push_result::full) {
+      detail::dead_letter(ptr_->core(), ptr_->id(), typeid(message).name(), dead_letter_reason::mailbox_full);
+      return outcome(error(errc::mailbox_full, "the target's mailbox was full"));
+    }
     detail::dead_letter(ptr_->core(), ptr_->id(), typeid(message).name());
     return outcome(error(errc::actor_stopped, "the target had stopped before the request was sent"));
   }
@@ -203,12 +256,17 @@ auto actor_ref<T>::ask(M&& msg, timespan timeout) const {
 
 template <class T>
 void actor_ref<T>::stop() const {
-  if (ptr_ != nullptr) ptr_->request_exit(errc::stopped_by_request);
+  if (ptr_ != nullptr) ptr_->request_exit(errc::stopped_by_request, true);
+}
+
+template <class T>
+void actor_ref<T>::stop_after_queued() const {
+  if (ptr_ != nullptr) ptr_->request_exit(errc::stopped_by_request, false);
 }
 
 namespace detail {
 
-inline bool deliver_to(actor_base* actor, message_header* msg) noexcept { return actor->enqueue(msg); }
+inline bool deliver_to(actor_base* actor, message_header* msg) noexcept { return actor->enqueue_urgent(msg); }
 inline void release_actor(actor_base* actor) noexcept { actor->release(); }
 
 }  // namespace detail

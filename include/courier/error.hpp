@@ -19,6 +19,7 @@ enum class errc {
   system_shutdown,    ///< the actor system stopped the actor while shutting down
   stopped_by_request, ///< the actor was asked to stop from the outside
   empty_reference,    ///< the actor_ref refers to no actor (default-constructed, moved from or reset)
+  mailbox_full = 266, ///< the target's bounded mailbox was at capacity
 };
 
 /// The "courier" error category. Thread-safe: a stateless singleton.

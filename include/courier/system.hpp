@@ -32,6 +32,29 @@ struct shutdown_report {
   std::vector<std::string> unfinished;
 };
 
+namespace detail {
+template <class... Ts>
+struct first_of {
+  using type = void;
+};
+template <class T, class... Ts>
+struct first_of<T, Ts...> {
+  using type = T;
+};
+template <class... Ts>
+using first_of_t = typename first_of<Ts...>::type;
+}  // namespace detail
+
+/// Per-spawn settings: `sys.spawn<T>(courier::spawn_options{.mailbox_capacity = 1000}, args...)`.
+struct spawn_options {
+  /// Bounds the actor's mailbox: sends beyond it are refused (`send` returns false and reports a
+  /// dead letter with reason mailbox_full, `try_send` returns send_result::full, a request fails
+  /// with errc::mailbox_full). 0 takes `T::mailbox_capacity` if the actor declares one
+  /// (`static constexpr std::size_t mailbox_capacity = N;`), else unbounded. Replies, stop
+  /// requests and `down` are never refused. At most 2^32 - 1.
+  std::size_t mailbox_capacity = 0;
+};
+
 class system {
  public:
   explicit system(config cfg = {});
@@ -42,11 +65,27 @@ class system {
 
   /// Builds a `T` in a pooled slot and starts it. `T`'s constructor must not send (its reference
   /// does not exist yet); send it a first message instead. Throws std::system_error
-  /// (errc::system_shutdown) after `shutdown`.
+  /// (errc::system_shutdown) after `shutdown`. The mailbox is bounded when `T` declares
+  /// `static constexpr std::size_t mailbox_capacity = N;`, else unbounded.
   template <class T, class... Args>
+    requires(!std::is_same_v<std::remove_cvref_t<detail::first_of_t<Args...>>, spawn_options>)
   actor_ref<T> spawn(Args&&... args) {
+    return spawn<T>(spawn_options{}, std::forward<Args>(args)...);
+  }
+
+  /// As above, with per-spawn settings (a mailbox capacity that overrides the type's).
+  template <class T, class... Args>
+  actor_ref<T> spawn(spawn_options options, Args&&... args) {
     static_assert(std::is_base_of_v<detail::actor_base, T>, "courier: spawn<T> needs T derived from courier::actor");
     if (core_ == nullptr) throw std::system_error(make_error_code(errc::system_shutdown), "courier: spawn after shutdown");
+    std::size_t capacity = options.mailbox_capacity;
+    if constexpr (requires { T::mailbox_capacity; }) {
+      static_assert(T::mailbox_capacity > 0 && T::mailbox_capacity <= 0xffffffffu,
+                    "courier: an actor's mailbox_capacity must be between 1 and 2^32 - 1");
+      if (capacity == 0) capacity = T::mailbox_capacity;
+    }
+    if (capacity > 0xffffffffu)
+      throw std::system_error(make_error_code(std::errc::invalid_argument), "courier: mailbox capacity above 2^32 - 1");
     void* slot = pool::allocate(sizeof(T), pool::max_alignment);  // see actor_base: cache-line layout
     T* object;
     try {
@@ -57,6 +96,7 @@ class system {
     }
     detail::actor_base* base = object;
     base->identity().core = core_;
+    base->mailbox_.set_capacity(static_cast<std::uint32_t>(capacity));
     object->self_ = actor_ref<T>::adopt(base);  // the keep-alive reference
     detail::register_actor(core_, base);
     base->add_ref();

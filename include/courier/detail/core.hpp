@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstdint>
 
+#include "courier/scheduler.hpp"
+
 namespace courier::detail {
 
 class actor_base;
@@ -20,8 +22,10 @@ void schedule(actor_base* actor);
 void register_actor(system_core* core, actor_base* actor);
 void unregister_actor(system_core* core, actor_base* actor) noexcept;
 
-/// A message that found its target stopped: counted, passed to the configured hook.
-void dead_letter(system_core* core, std::uint64_t target_id, const char* message_type) noexcept;
+/// A message that was not delivered (its target had stopped, or its bounded mailbox was full):
+/// counted, passed to the configured hook.
+void dead_letter(system_core* core, std::uint64_t target_id, const char* message_type,
+                 dead_letter_reason reason = dead_letter_reason::stopped) noexcept;
 
 /// The timer takes one reference on `pending` and drops it when the deadline passes (failing the
 /// request with request_timeout) or when `cancel_request_timer` removes it first.
