@@ -148,10 +148,12 @@ inline void deallocate(void* ptr, std::size_t size, std::size_t alignment = alig
   detail::deallocate_small(ptr, c);
 }
 
-/// Typed helpers: construct a T in a pooled slot, destroy it and return the slot.
+/// Typed helpers: construct a T in a pooled slot, destroy it and return the slot. The size class
+/// is a constant here, so the hot path does no class look-up.
 template <class T, class... Args>
 T* make(Args&&... args) {
-  void* p = allocate(sizeof(T), alignof(T));
+  constexpr std::uint8_t c = detail::class_of(sizeof(T), alignof(T));
+  void* p = c == detail::large_class ? detail::allocate_large(sizeof(T), alignof(T)) : detail::allocate_small(c);
   try {
     return ::new (p) T(static_cast<Args&&>(args)...);
   } catch (...) {
@@ -162,8 +164,12 @@ T* make(Args&&... args) {
 
 template <class T>
 void destroy(T* ptr) noexcept {
+  constexpr std::uint8_t c = detail::class_of(sizeof(T), alignof(T));
   ptr->~T();
-  deallocate(ptr, sizeof(T), alignof(T));
+  if constexpr (c == detail::large_class)
+    detail::deallocate_large(ptr, sizeof(T), alignof(T));
+  else
+    detail::deallocate_small(ptr, c);
 }
 
 }  // namespace courier::pool
