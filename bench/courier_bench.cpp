@@ -2,6 +2,8 @@
 //   courier-bench [--quick] [--runs N]
 // Prints one line per workload, "W1 self-send courier=<ops/s> caf=<ops/s> ratio=<courier/caf>",
 // each figure the median of N runs (default 5); --quick is the CI smoke run (sizes / 100, 1 run).
+// W7 prints "W7 ask-latency courier_p50_us=<x> floor_p50_us=<y> ratio=<courier/floor>" plus both
+// p99s, from one run of 100,000 round trips each (1,000 with --quick).
 #include <cstdio>
 #include <functional>
 
@@ -78,6 +80,17 @@ int main(int argc, char** argv) {
               memory.actor_slot_bytes);
   line("W5 thread-ring", median_result<cs::result>(runs, [&] { return cs::w5_ring(n.w5_actors, n.w5_hops); }),
        median_result<cp::result>(runs, [&] { return cp::w5_ring(n.w5_actors, n.w5_hops); }), "hop");
+
+  {
+    // W7: one long run each (percentiles over all round trips), floor first, then Courier.
+    const std::size_t asks = quick ? 1'000 : 100'000;
+    const cs::latency floor = cs::futex_ping_pong_latency(asks);
+    const cs::latency courier = cs::w7_ask_latency(asks);
+    std::printf("W7 ask-latency courier_p50_us=%.1f floor_p50_us=%.1f ratio=%.2f courier_p99_us=%.1f floor_p99_us=%.1f\n",
+                courier.p50_us, floor.p50_us, floor.p50_us > 0 ? courier.p50_us / floor.p50_us : 0.0, courier.p99_us,
+                floor.p99_us);
+    std::fflush(stdout);
+  }
 
   std::printf("floor: courier mailbox push+pop %.1f ns, moodycamel enqueue+dequeue %.1f ns (one thread)\n",
               median_of(runs, [&] { return cs::mailbox_push_pop_ns(n.floor_messages); }),

@@ -23,6 +23,20 @@ result w3_fan_in(std::size_t per_sender, std::size_t senders = 4);
 result w4_spawn(std::size_t n);
 result w5_ring(std::size_t actors, std::size_t hops);
 
+/// Latency percentiles of a blocking round trip, in microseconds.
+struct latency {
+  double p50_us = 0;
+  double p99_us = 0;
+};
+
+/// W7: a plain thread (not a worker) `ask`s one actor n times in a row, each awaited before the
+/// next; every round trip is timed on its own.
+latency w7_ask_latency(std::size_t n);
+
+/// W7's floor: a bare two-thread futex ping-pong (each side sleeps in futex_wait until the other
+/// wakes it), n round trips, each timed: what any design that parks must pay.
+latency futex_ping_pong_latency(std::size_t n);
+
 /// One thread pushes a pooled message into a mailbox and pops it again, n times: the floor the
 /// moodycamel queue is compared with. ns per push+pop.
 double mailbox_push_pop_ns(std::size_t n);
