@@ -159,11 +159,15 @@ class actor_base {
 
   // First cache line: the producers' word plus identity fields that are written rarely.
   // Second line: the consumer's cursor and the fields below, then the derived actor's state.
-  mailbox<actor_identity> mailbox_;
+  // no_unique_address lets stop_requested_ sit in the mailbox's tail padding (Itanium ABI).
+  [[no_unique_address]] mailbox<actor_identity> mailbox_;
   bool stop_requested_ = false;
   std::atomic<monitor_link*> monitors_{nullptr};
   error* exit_reason_ = nullptr;  // set (only when abnormal) before monitors_ is closed
 };
+
+// An actor with one pointer of state fits a 128-byte pool slot (W4's memory per actor).
+static_assert(sizeof(actor_base) <= 112, "courier: actor_base grew past its cache-line budget");
 
 /// A stopped actor's monitor list holds this marker: later monitors get `down` at once.
 inline monitor_link* const monitors_closed = reinterpret_cast<monitor_link*>(std::uintptr_t{1});

@@ -93,6 +93,7 @@ class mailbox {
 
   /// The urgent lane: served before anything queued, never refused for capacity.
   push_result push_urgent(message_header* msg) noexcept {
+    msg->urgent = true;
     std::uintptr_t top = urgent_.load(std::memory_order_relaxed);
     do {
       if (top == closed_tag) return push_result::closed;
@@ -117,20 +118,16 @@ class mailbox {
     if (capacity_ != 0) [[unlikely]] {
       if (!reserve()) return push_result::full;
     }
-    msg->next = nullptr;
-    if (local_tail_ != nullptr)
-      local_tail_->next = msg;
-    else
-      local_head_ = msg;
-    local_tail_ = msg;
+    msg->next = local_;  // a stack, like the shared one: reversed when taken
+    local_ = msg;
     return push_result::queued;
   }
 
   /// Consumer only: the next message, urgent ones first, else in FIFO order; null when the
   /// mailbox is empty right now.
   message_header* pop() noexcept {
-    if (urgent_batch_ != nullptr || urgent_.load(std::memory_order_relaxed) != 0) [[unlikely]]
-      return pop_urgent();
+    if (urgent_.load(std::memory_order_relaxed) != 0) [[unlikely]]
+      take_urgent();
     message_header* m = batch_;
     if (m == nullptr) [[unlikely]] {
       m = refill();
@@ -144,7 +141,7 @@ class mailbox {
   /// Marks the mailbox idle if nothing arrived; false means a message is waiting and the consumer
   /// must keep running. After `true`, the next push reports `woke_reader`.
   bool try_block() noexcept {
-    if (batch_ != nullptr || local_head_ != nullptr || urgent_batch_ != nullptr) return false;
+    if (batch_ != nullptr || local_ != nullptr) return false;
     release_popped();
     if (urgent_.load(std::memory_order_seq_cst) != 0) return false;
     std::uintptr_t expected = empty_tag;
@@ -169,13 +166,14 @@ class mailbox {
     std::uintptr_t taken = head_.exchange(closed_tag, std::memory_order_acq_rel);
     message_header* shared = nullptr;
     if (taken > idle_tag && taken != closed_tag) shared = reverse(reinterpret_cast<message_header*>(taken));
-    message_header* all = urgent_batch_;
-    if (urgent != 0 && urgent != closed_tag) all = append(all, reverse(reinterpret_cast<message_header*>(urgent)));
-    // The unconsumed batch comes next: it was pushed before anything still on the stack.
+    message_header* all = nullptr;
+    if (urgent != 0 && urgent != closed_tag) all = reverse(reinterpret_cast<message_header*>(urgent));
+    // The unconsumed batch comes next (urgent messages already taken lead it): it was pushed
+    // before anything still on the stack.
     all = append(all, batch_);
     all = append(all, shared);
-    all = append(all, local_head_);
-    batch_ = local_head_ = local_tail_ = urgent_batch_ = nullptr;
+    all = append(all, reverse(local_));
+    batch_ = local_ = nullptr;
     popped_ = 0;
     if (capacity_ != 0) size_.store(0, std::memory_order_relaxed);
     return all;
@@ -193,7 +191,8 @@ class mailbox {
  private:
   /// A bounded mailbox's count drops once per batch (or turn), not once per message: the
   /// consumer keeps its pops in a plain counter and subtracts them when it takes a new batch or
-  /// goes idle, so it writes the producers' line once per batch.
+  /// goes idle (both only with the batch used up, so every urgent message taken in between has
+  /// been popped and uncounted again), and writes the producers' line once per batch.
   void release_popped() noexcept {
     if (popped_ != 0) {
       if (capacity_ != 0) size_.fetch_sub(popped_, std::memory_order_relaxed);
@@ -237,25 +236,29 @@ class mailbox {
         fifo = reverse(fifo_tail);
       }
     }
-    if (local_head_ != nullptr) {
+    if (local_ != nullptr) {
+      message_header* local = reverse(local_);
       if (fifo_tail != nullptr)
-        fifo_tail->next = local_head_;
+        fifo_tail->next = local;
       else
-        fifo = local_head_;
-      local_head_ = local_tail_ = nullptr;
+        fifo = local;
+      local_ = nullptr;
     }
     return fifo;
   }
 
-  message_header* pop_urgent() noexcept {
-    if (urgent_.load(std::memory_order_relaxed) != 0) {
-      std::uintptr_t taken = urgent_.exchange(0, std::memory_order_acquire);
-      // Newer urgent messages go behind the ones already taken.
-      urgent_batch_ = append(urgent_batch_, reverse(reinterpret_cast<message_header*>(taken)));
-    }
-    message_header* m = urgent_batch_;
-    urgent_batch_ = m->next;
-    return m;
+  /// Moves the urgent stack to the front of the batch, in FIFO order, behind urgent messages
+  /// taken earlier and not yet popped (their header says so), so the urgent lane stays FIFO.
+  void take_urgent() noexcept {
+    std::uintptr_t taken = urgent_.exchange(0, std::memory_order_acquire);
+    message_header* list = reverse(reinterpret_cast<message_header*>(taken));
+    message_header* tail = list;
+    // pop counts every message it hands out; urgent ones must not count against the capacity.
+    for (--popped_; tail->next != nullptr; tail = tail->next) --popped_;
+    message_header** at = &batch_;
+    while (*at != nullptr && (*at)->urgent) at = &(*at)->next;
+    tail->next = *at;
+    *at = list;
   }
 
   static message_header* reverse(message_header* m) noexcept {
@@ -295,12 +298,12 @@ class mailbox {
   static_assert(first_line_used <= 64, "courier: the mailbox's shared fields must fit one cache line");
   [[no_unique_address]] padding<64 - first_line_used> pad_;
   // Second cache line: the consumer's (the urgent word is written by urgent producers, rarely).
-  message_header* batch_ = nullptr;  // taken from head_, in FIFO order
-  message_header* local_head_ = nullptr;
-  message_header* local_tail_ = nullptr;
-  message_header* urgent_batch_ = nullptr;  // taken from urgent_, in FIFO order
-  std::atomic<std::uintptr_t> urgent_{0};   // a stack of urgent messages, or closed_tag
-  std::uint32_t popped_ = 0;                // normal-lane pops not yet subtracted from size_
+  // Kept to 28 bytes: with the owner's next field in the tail padding (see actor_base), an actor
+  // with one pointer of state still fits a 128-byte pool slot.
+  message_header* batch_ = nullptr;        // FIFO: urgent messages taken, then the normal batch
+  message_header* local_ = nullptr;        // the consumer's messages to itself, newest first
+  std::atomic<std::uintptr_t> urgent_{0};  // a stack of urgent messages, or closed_tag
+  std::uint32_t popped_ = 0;               // pops not yet subtracted from size_ (modulo 2^32)
 };
 
 }  // namespace courier::detail
