@@ -145,6 +145,16 @@ int main(int argc, char** argv) {
        median_result<cp::result>(runs, [&] { return cp::w5_ring(n.w5_actors, n.w5_hops); }), "hop");
 
   w6_line(runs, n.w6_leaves);
+  {
+    // W7: one long run each (percentiles over all round trips), floor first, then Courier.
+    const std::size_t asks = quick ? 1'000 : 100'000;
+    const cs::latency floor = cs::futex_ping_pong_latency(asks);
+    const cs::latency courier = cs::w7_ask_latency(asks);
+    std::printf("W7 ask-latency courier_p50_us=%.1f floor_p50_us=%.1f ratio=%.2f courier_p99_us=%.1f floor_p99_us=%.1f\n",
+                courier.p50_us, floor.p50_us, floor.p50_us > 0 ? courier.p50_us / floor.p50_us : 0.0, courier.p99_us,
+                floor.p99_us);
+    std::fflush(stdout);
+  }
   w8_line(runs, n.w8_requests);
 
   std::printf("floor: courier mailbox push+pop %.1f ns, moodycamel enqueue+dequeue %.1f ns (one thread)\n",

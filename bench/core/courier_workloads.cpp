@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <new>
+#include <thread>
 #include <vector>
 
 #include <courier/courier.hpp>
@@ -163,6 +164,25 @@ class one_shot : public courier::actor<one_shot, int> {
 };
 
 // W5 -------------------------------------------------------------------------------------------
+
+// W7 -------------------------------------------------------------------------------------------
+
+struct echo_request {
+  std::uint64_t n;
+};
+class echo : public courier::actor<echo, echo_request> {
+ public:
+  std::uint64_t on(const echo_request& r) { return r.n + 1; }
+};
+
+latency percentiles(std::vector<double>& samples_us) {
+  latency l;
+  if (samples_us.empty()) return l;
+  std::sort(samples_us.begin(), samples_us.end());
+  l.p50_us = samples_us[samples_us.size() / 2];
+  l.p99_us = samples_us[std::min(samples_us.size() - 1, samples_us.size() * 99 / 100)];
+  return l;
+}
 
 class ring_node;
 struct link_to {
@@ -345,6 +365,57 @@ result w5_ring(std::size_t count, std::size_t hops) {
   r.ops_per_s = rate(hops, fl.seconds_since(t0));
   r.allocations_per_op = static_cast<double>(heap_events() - events) / static_cast<double>(hops);
   return r;
+}
+
+latency w7_ask_latency(std::size_t n) {
+  courier::system sys;
+  auto a = sys.spawn<echo>();
+  std::vector<double> samples;
+  samples.reserve(n);
+  // A few asks first: thread heaps, the injection queue's producer for this thread.
+  for (std::uint64_t i = 0; i < 100; ++i) (void)a.ask(echo_request{i}, std::chrono::seconds(10));
+  for (std::uint64_t i = 0; i < n; ++i) {
+    auto t0 = clock_type::now();
+    auto r = a.ask(echo_request{i}, std::chrono::seconds(10));
+    auto t1 = clock_type::now();
+    if (!r || *r != i + 1) {
+      std::fprintf(stderr, "courier-bench: W7 ask failed\n");
+      return {};
+    }
+    samples.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+  }
+  return percentiles(samples);
+}
+
+latency futex_ping_pong_latency(std::size_t n) {
+  // 0: idle, 1: ping (the other thread's turn), 2: pong (the timing thread's turn), 3: quit.
+  alignas(64) std::atomic<std::uint32_t> word{0};
+  std::thread other([&] {
+    for (;;) {
+      std::uint32_t v = word.load(std::memory_order_acquire);
+      if (v == 3) return;
+      if (v != 1) {
+        courier::detail::futex_wait(&word, v);
+        continue;
+      }
+      word.store(2, std::memory_order_release);
+      courier::detail::futex_wake_one(&word);
+    }
+  });
+  std::vector<double> samples;
+  samples.reserve(n);
+  for (std::size_t i = 0; i < n + 100; ++i) {
+    auto t0 = clock_type::now();
+    word.store(1, std::memory_order_release);
+    courier::detail::futex_wake_one(&word);
+    while (word.load(std::memory_order_acquire) != 2) courier::detail::futex_wait(&word, 1);
+    auto t1 = clock_type::now();
+    if (i >= 100) samples.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+  }
+  word.store(3, std::memory_order_release);
+  courier::detail::futex_wake_one(&word);
+  other.join();
+  return percentiles(samples);
 }
 
 double mailbox_push_pop_ns(std::size_t n) {

@@ -27,6 +27,20 @@ result w5_ring(std::size_t actors, std::size_t hops);
 /// each with a 1 s time-out (`with_timeout`) or none. ops = requests.
 result w8_request(std::size_t n, bool with_timeout);
 
+/// Latency percentiles of a blocking round trip, in microseconds.
+struct latency {
+  double p50_us = 0;
+  double p99_us = 0;
+};
+
+/// W7: a plain thread (not a worker) `ask`s one actor n times in a row, each awaited before the
+/// next; every round trip is timed on its own.
+latency w7_ask_latency(std::size_t n);
+
+/// W7's floor: a bare two-thread futex ping-pong (each side sleeps in futex_wait until the other
+/// wakes it), n round trips, each timed: what any design that parks must pay.
+latency futex_ping_pong_latency(std::size_t n);
+
 /// One thread pushes a pooled message into a mailbox and pops it again, n times: the floor the
 /// moodycamel queue is compared with. ns per push+pop.
 double mailbox_push_pop_ns(std::size_t n);

@@ -102,31 +102,51 @@ class actor_base {
     if (mailbox_.shared.refs.fetch_sub(1, std::memory_order_acq_rel) == 1) mailbox_.shared.ops->destroy(this);
   }
 
-  /// Enqueues and schedules; on a closed mailbox returns false and leaves `msg` to the caller.
+  /// Normal lane, never refused for capacity (a graceful stop request, a delayed message):
+  /// enqueues and schedules; on a closed mailbox returns false and leaves `msg` to the caller.
   bool enqueue(message_header* msg) noexcept {
+    if (this == current_actor && stop_requested_) return false;
+    return scheduled(mailbox_.push(msg));
+  }
+
+  /// Normal lane for sends and requests: `queued` (scheduled if need be), `full` (a bounded
+  /// mailbox at capacity) or `closed`; unless queued, `msg` stays the caller's.
+  push_result try_enqueue(message_header* msg) noexcept {
     if (this == current_actor) {  // a message to itself from its own handler: no atomics
-      if (stop_requested_) return false;
-      mailbox_.push_local(msg);
-      return true;
+      if (stop_requested_) return push_result::closed;
+      return mailbox_.push_local(msg);
     }
-    switch (mailbox_.push(msg)) {
-      case push_result::queued: return true;
-      case push_result::woke_reader: schedule(this); return true;
-      case push_result::closed: return false;
+    push_result r = mailbox_.try_push(msg);
+    if (r == push_result::woke_reader) {
+      schedule(this);
+      return push_result::queued;
     }
-    return false;
+    return r;
+  }
+
+  /// Urgent lane (replies, stop requests, down): served before anything queued and never
+  /// refused for capacity. False (leaving `msg` to the caller) when the actor has stopped.
+  bool enqueue_urgent(message_header* msg) noexcept {
+    if (this == current_actor && stop_requested_) return false;
+    return scheduled(mailbox_.push_urgent(msg));
   }
 
   resume_result resume(std::uint32_t budget) { return mailbox_.shared.ops->resume(this, budget); }
 
-  /// Queues a stop request behind the messages already waiting; a stopped actor ignores it.
-  void request_exit(errc reason) {
+  /// Asks the actor to stop. Graceful (`urgent` false): behind the messages already queued.
+  /// Urgent: after the message being handled; what is queued is then dropped (dead letters,
+  /// failed requests). A stopped actor ignores it.
+  void request_exit(errc reason, bool urgent = false) {
     auto* slot = pool::make<exit_slot>();
     slot->type = exit_type;
     slot->reply_to = nullptr;
     slot->reason = reason;
-    if (!enqueue(slot)) pool::destroy(slot);
+    if (!(urgent ? enqueue_urgent(slot) : enqueue(slot))) pool::destroy(slot);
   }
+
+  /// Messages waiting in the normal lane; see mailbox::queued for how approximate. Any thread.
+  std::size_t queued() const noexcept { return mailbox_.queued(); }
+  std::size_t mailbox_capacity() const noexcept { return mailbox_.capacity(); }
 
   /// Adds `link` to the watchers told when this actor stops; false if it already has.
   bool add_monitor(monitor_link* link) noexcept;
@@ -163,6 +183,11 @@ class actor_base {
   /// caller then drops the actor's own reference, which may free it.
   void terminate(const error& reason) noexcept;
 
+  bool scheduled(push_result r) noexcept {
+    if (r == push_result::woke_reader) schedule(this);
+    return r != push_result::closed;
+  }
+
   template <class Derived, class... Msgs>
   friend class actor_impl_access;
   template <class T>
@@ -174,11 +199,15 @@ class actor_base {
 
   // First cache line: the producers' word plus identity fields that are written rarely.
   // Second line: the consumer's cursor and the fields below, then the derived actor's state.
-  mailbox<actor_identity> mailbox_;
+  // no_unique_address lets stop_requested_ sit in the mailbox's tail padding (Itanium ABI).
+  [[no_unique_address]] mailbox<actor_identity> mailbox_;
   bool stop_requested_ = false;
   std::atomic<monitor_link*> monitors_{nullptr};
   error* exit_reason_ = nullptr;  // set (only when abnormal) before monitors_ is closed
 };
+
+// An actor with one pointer of state fits a 128-byte pool slot (W4's memory per actor).
+static_assert(sizeof(actor_base) <= 112, "courier: actor_base grew past its cache-line budget");
 
 /// A stopped actor's monitor list holds this marker: later monitors get `down` at once.
 inline monitor_link* const monitors_closed = reinterpret_cast<monitor_link*>(std::uintptr_t{1});
@@ -400,7 +429,7 @@ void actor<Derived, Msgs...>::monitor(const actor_ref<T>& target) {
     pool::destroy(link);
     release();
     auto* msg = detail::make_message<down>(type_index<down>, nullptr, watched->id(), watched->exit_reason());
-    if (!enqueue(msg)) pool::destroy(msg);
+    if (!enqueue_urgent(msg)) pool::destroy(msg);
   }
 }
 

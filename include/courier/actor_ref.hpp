@@ -79,6 +79,14 @@ using index_map_for = std::conditional_t<is_interface<T>, const std::uint16_t*, 
 
 }  // namespace detail
 
+/// What `actor_ref::try_send` did with a message.
+enum class send_result : std::uint8_t {
+  sent,             ///< queued in the actor's mailbox
+  full,             ///< the actor's bounded mailbox was at capacity; the message was destroyed
+  stopped,          ///< the actor had stopped; the message was destroyed
+  empty_reference,  ///< the reference refers to no actor; nothing was sent
+};
+
 /// A handle to an actor. `T` is the actor's class, or an interface it implements (see interface.hpp):
 /// a ref sends only what `T` accepts, and a request's reply has the type `T` declares.
 template <class T>
@@ -119,8 +127,9 @@ class actor_ref {
   std::uint64_t id() const noexcept { return ptr_ != nullptr ? ptr_->id() : 0; }
   friend bool operator==(const actor_ref& a, const actor_ref& b) noexcept { return a.ptr_ == b.ptr_; }
 
-  /// One-way send. Returns false when the actor has stopped: the message is destroyed and
-  /// reported to the system's dead-letter hook. False, with nothing sent, on an empty reference.
+  /// One-way send. Returns false when the actor has stopped or its bounded mailbox is full:
+  /// the message is destroyed and reported to the system's dead-letter hook (with the reason).
+  /// False, with nothing sent, on an empty reference.
   template <class M>
   bool send(M&& msg) const {
     using message = std::remove_cvref_t<M>;
@@ -128,12 +137,39 @@ class actor_ref {
     if (ptr_ == nullptr) [[unlikely]]
       return false;
     auto* slot = detail::make_message<message>(message_index<message>(), nullptr, std::forward<M>(msg));
-    if (ptr_->enqueue(slot)) [[likely]]
+    const detail::push_result r = ptr_->try_enqueue(slot);
+    if (r == detail::push_result::queued) [[likely]]
       return true;
     pool::destroy(slot);
-    detail::dead_letter(ptr_->core(), ptr_->id(), typeid(message).name());
+    detail::dead_letter(ptr_->core(), ptr_->id(), typeid(message).name(),
+                        r == detail::push_result::full ? dead_letter_reason::mailbox_full : dead_letter_reason::stopped);
     return false;
   }
+
+  /// One-way send that says what happened. Unlike `send`, a refused message is not reported as a
+  /// dead letter: the result tells the caller, who decides (retry later, drop, push back).
+  template <class M>
+  send_result try_send(M&& msg) const {
+    using message = std::remove_cvref_t<M>;
+    static_assert(detail::check_accepts<T, message>());
+    if (ptr_ == nullptr) [[unlikely]]
+      return send_result::empty_reference;
+    auto* slot = detail::make_message<message>(message_index<message>(), nullptr, std::forward<M>(msg));
+    const detail::push_result r = ptr_->try_enqueue(slot);
+    if (r == detail::push_result::queued) [[likely]]
+      return send_result::sent;
+    pool::destroy(slot);
+    return r == detail::push_result::full ? send_result::full : send_result::stopped;
+  }
+
+  /// Messages waiting in the actor's mailbox, approximately: for a bounded mailbox, the count
+  /// its capacity is checked against (it may still include up to one turn's worth of messages
+  /// the actor has just handled, and misses sends in flight); an unbounded mailbox keeps no
+  /// count (that would cost every send an atomic add) and reports 0. 0 on an empty reference.
+  std::size_t queued() const noexcept { return ptr_ != nullptr ? ptr_->queued() : 0; }
+
+  /// The actor's mailbox capacity; 0 when unbounded (or on an empty reference).
+  std::size_t mailbox_capacity() const noexcept { return ptr_ != nullptr ? ptr_->mailbox_capacity() : 0; }
 
   /// Delivers `msg` after `delay` (per-sender order is not kept across different delays). If the
   /// actor has stopped by then, the message is a dead letter. The handle cancels it (see
@@ -181,9 +217,16 @@ class actor_ref {
   template <class M>
   auto ask(M&& msg, timespan timeout) const;
 
-  /// Asks the actor to stop after the messages already queued; its monitors see
-  /// errc::stopped_by_request. Does nothing on an empty reference.
+  /// Stops the actor after the message it is handling now (urgent: it overtakes what is queued,
+  /// like CAF's exit messages and Akka's `context.stop`). What is still queued is dropped: one-way
+  /// messages become dead letters, requests fail with actor_stopped. Its monitors see
+  /// errc::stopped_by_request. Does nothing on an empty reference or a stopped actor.
   void stop() const;
+
+  /// Stops the actor once it has handled the messages already queued (graceful, like Akka's
+  /// PoisonPill); messages sent after this call are dropped as by `stop`. Its monitors see
+  /// errc::stopped_by_request. Does nothing on an empty reference or a stopped actor.
+  void stop_after_queued() const;
 
   detail::actor_base* base() const noexcept { return ptr_; }
 
@@ -270,10 +313,15 @@ class [[nodiscard]] request_handle {
       p->has_timer = true;
       detail::start_request_timer(p->core, p, timeout_);
     }
-    if (target->enqueue(slot)) [[likely]]
+    const detail::push_result r = target->try_enqueue(slot);
+    if (r == detail::push_result::queued) [[likely]]
       return;
     // Not a dead letter: the requester learns of it through on_error.
     pool::destroy(slot);
+    if (r == detail::push_result::full) {
+      detail::reply_error(p, error(errc::mailbox_full, "the target's mailbox was full"));
+      return;
+    }
     detail::reply_error(p, error(errc::actor_stopped, "the target had stopped before the request was sent"));
   }
 
@@ -301,9 +349,12 @@ auto actor_ref<T>::ask(M&& msg, timespan timeout) const {
   } guard{p};  // this caller's reference; the message's is added once the message exists
   auto* slot = detail::make_message<message>(message_index<message>(), p, std::forward<M>(msg));
   p->refs.store(2, std::memory_order_relaxed);
-  if (!ptr_->enqueue(slot)) {  // not a dead letter: the caller learns of it from the result
+  // Not a dead letter when refused: the caller learns of it from the result.
+  if (const detail::push_result r = ptr_->try_enqueue(slot); r != detail::push_result::queued) {
     pool::destroy(slot);
     detail::release(p);
+    if (r == detail::push_result::full)
+      return outcome(failure_tag, error(errc::mailbox_full, "the target's mailbox was full"));
     return outcome(failure_tag, error(errc::actor_stopped, "the target had stopped before the request was sent"));
   }
   if (detail::uses_virtual_clock(p->core)) {
@@ -324,8 +375,10 @@ auto actor_ref<T>::ask(M&& msg, timespan timeout) const {
     if (p->value) return outcome(std::in_place, std::move(*p->value));
     return outcome(failure_tag, p->err);
   }
-  const auto deadline = timeout == infinite ? std::chrono::steady_clock::time_point::max()
-                                            : std::chrono::steady_clock::now() + timeout;
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = timeout >= std::chrono::steady_clock::time_point::max() - start
+                            ? std::chrono::steady_clock::time_point::max()
+                            : start + timeout;  // saturates: courier::infinite waits without limit
   const bool manual = detail::is_manual(p->core);
   while (p->ready.load(std::memory_order_acquire) == 0) {
     auto now = std::chrono::steady_clock::now();
@@ -347,12 +400,17 @@ auto actor_ref<T>::ask(M&& msg, timespan timeout) const {
 
 template <class T>
 void actor_ref<T>::stop() const {
-  if (ptr_ != nullptr) ptr_->request_exit(errc::stopped_by_request);
+  if (ptr_ != nullptr) ptr_->request_exit(errc::stopped_by_request, true);
+}
+
+template <class T>
+void actor_ref<T>::stop_after_queued() const {
+  if (ptr_ != nullptr) ptr_->request_exit(errc::stopped_by_request, false);
 }
 
 namespace detail {
 
-inline bool deliver_to(actor_base* actor, message_header* msg) noexcept { return actor->enqueue(msg); }
+inline bool deliver_to(actor_base* actor, message_header* msg) noexcept { return actor->enqueue_urgent(msg); }
 inline void release_actor(actor_base* actor) noexcept { actor->release(); }
 
 }  // namespace detail

@@ -25,10 +25,17 @@ class error;
 
 enum class scheduling : std::uint8_t { threaded, deterministic, embedded };
 
-/// A message that could not be delivered because its target had stopped.
+/// Why a message was not delivered.
+enum class dead_letter_reason : std::uint8_t {
+  stopped,       ///< its target had stopped (or stopped with the message still queued)
+  mailbox_full,  ///< its target's bounded mailbox was at capacity
+};
+
+/// A message that could not be delivered.
 struct dead_letter_info {
   std::uint64_t target_id;
   const char* message_type;  ///< typeid name of the message
+  dead_letter_reason reason = dead_letter_reason::stopped;
 };
 
 struct config {

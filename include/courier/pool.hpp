@@ -2,8 +2,12 @@
 /// @file
 /// The message pool: size-classed slots carved from 64 KiB chunks, one heap per thread.
 ///
-/// A thread allocates from its own heap without atomics. A slot freed on its owner thread goes back
-/// on that heap's local free list; a slot freed on another thread is pushed, with one CAS, onto the
+/// A thread allocates from its own heap without atomics. A heap carves slots of every size class
+/// from one current chunk (each slot's class is known from the size given to `deallocate`), so a
+/// thread's first slot of a new size class needs no new chunk while the current one has room; a
+/// thread can take its first chunk up front with `reserve_thread_chunk` (worker threads do, so an
+/// actor that moves to a worker never makes that worker ask the hook). A slot freed on its owner
+/// thread goes back on that heap's local free list; a slot freed on another thread is pushed, with one CAS, onto the
 /// owner heap's remote list for its size class, which the owner takes back in one exchange when its
 /// local list runs dry (mimalloc's "thread-delayed free" design). Sizes above `max_small_size` take
 /// the large path: one call to the chunk hook per allocation.
@@ -27,6 +31,11 @@ struct chunk_hooks {
 
 /// Replaces the hooks. Call before the first allocation; chunks already carved keep their origin.
 void set_chunk_hooks(chunk_hooks hooks) noexcept;
+
+/// Gives the calling thread's heap a chunk to carve from now, if it has none: its first slots
+/// then come without a call to the hook. Threads that will allocate for actors (workers) call
+/// this when they start.
+void reserve_thread_chunk();
 
 /// Counters for tests and benchmarks: they show whether steady state still asks the hooks.
 struct statistics {
@@ -67,18 +76,17 @@ struct heap;
 /// Sits at the start of every 64 KiB-aligned chunk; a slot finds it by masking its address.
 struct chunk_header {
   heap* owner;
-  std::uint8_t size_class;
 };
 
 struct alignas(64) size_class_state {
-  free_node* local = nullptr;  // owner thread only
-  char* bump = nullptr;        // owner thread only: the uncarved rest of the current chunk
-  char* bump_end = nullptr;
+  free_node* local = nullptr;                           // owner thread only
   alignas(64) std::atomic<free_node*> remote{nullptr};  // pushed by other threads
 };
 
 struct heap {
   size_class_state classes[class_count];
+  char* bump = nullptr;  // owner thread only: the uncarved rest of the current chunk, any class
+  char* bump_end = nullptr;
   heap* next_parked = nullptr;
 };
 
@@ -106,10 +114,10 @@ inline void* allocate_small(std::uint8_t size_class) {
   return refill(h, size_class);
 }
 
-inline void deallocate_small(void* ptr) noexcept {
+inline void deallocate_small(void* ptr, std::uint8_t size_class) noexcept {
   auto* chunk = reinterpret_cast<chunk_header*>(reinterpret_cast<std::uintptr_t>(ptr) & ~(chunk_size - 1));
   auto* node = static_cast<free_node*>(ptr);
-  size_class_state& s = chunk->owner->classes[chunk->size_class];
+  size_class_state& s = chunk->owner->classes[size_class];
   if (chunk->owner == this_thread_heap) [[likely]] {
     node->next = s.local;
     s.local = node;
@@ -142,13 +150,15 @@ inline void deallocate(void* ptr, std::size_t size, std::size_t alignment = alig
   COURIER_ASSERT(reinterpret_cast<detail::chunk_header*>(reinterpret_cast<std::uintptr_t>(ptr) & ~(chunk_size - 1))
                          ->size_class == c,
                  "pool::deallocate: size and alignment must be those given to allocate");
-  detail::deallocate_small(ptr);
+  detail::deallocate_small(ptr, c);
 }
 
-/// Typed helpers: construct a T in a pooled slot, destroy it and return the slot.
+/// Typed helpers: construct a T in a pooled slot, destroy it and return the slot. The size class
+/// is a constant here, so the hot path does no class look-up.
 template <class T, class... Args>
 T* make(Args&&... args) {
-  void* p = allocate(sizeof(T), alignof(T));
+  constexpr std::uint8_t c = detail::class_of(sizeof(T), alignof(T));
+  void* p = c == detail::large_class ? detail::allocate_large(sizeof(T), alignof(T)) : detail::allocate_small(c);
   try {
     return ::new (p) T(static_cast<Args&&>(args)...);
   } catch (...) {
@@ -159,8 +169,12 @@ T* make(Args&&... args) {
 
 template <class T>
 void destroy(T* ptr) noexcept {
+  constexpr std::uint8_t c = detail::class_of(sizeof(T), alignof(T));
   ptr->~T();
-  deallocate(ptr, sizeof(T), alignof(T));
+  if constexpr (c == detail::large_class)
+    detail::deallocate_large(ptr, sizeof(T), alignof(T));
+  else
+    detail::deallocate_small(ptr, c);
 }
 
 }  // namespace courier::pool

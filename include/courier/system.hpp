@@ -38,6 +38,29 @@ struct shutdown_report {
   std::vector<std::string> unfinished;
 };
 
+namespace detail {
+template <class... Ts>
+struct first_of {
+  using type = void;
+};
+template <class T, class... Ts>
+struct first_of<T, Ts...> {
+  using type = T;
+};
+template <class... Ts>
+using first_of_t = typename first_of<Ts...>::type;
+}  // namespace detail
+
+/// Per-spawn settings: `sys.spawn<T>(courier::spawn_options{.mailbox_capacity = 1000}, args...)`.
+struct spawn_options {
+  /// Bounds the actor's mailbox: sends beyond it are refused (`send` returns false and reports a
+  /// dead letter with reason mailbox_full, `try_send` returns send_result::full, a request fails
+  /// with errc::mailbox_full). 0 takes `T::mailbox_capacity` if the actor declares one
+  /// (`static constexpr std::size_t mailbox_capacity = N;`), else unbounded. Replies, stop
+  /// requests and `down` are never refused. At most 2^32 - 1.
+  std::size_t mailbox_capacity = 0;
+};
+
 class system {
  public:
   explicit system(config cfg = {});
@@ -50,10 +73,18 @@ class system {
   /// constructor must not send (its reference does not exist yet); give `T` an `on_start()`
   /// instead, which runs on the actor's thread before its first message and may send and spawn.
   /// Throws std::system_error (errc::system_shutdown) once `shutdown` has finished; while it
-  /// runs, the new actor is asked to stop at once.
+  /// runs, the new actor is asked to stop at once. The mailbox is bounded when `T` declares
+  /// `static constexpr std::size_t mailbox_capacity = N;`, else unbounded.
   template <class T, class... Args>
+    requires(!std::is_same_v<std::remove_cvref_t<detail::first_of_t<Args...>>, spawn_options>)
   actor_ref<T> spawn(Args&&... args) {
-    return spawn_as<T>(nullptr, detail::no_down_type, std::forward<Args>(args)...);
+    return spawn_as<T>(spawn_options{}, nullptr, detail::no_down_type, std::forward<Args>(args)...);
+  }
+
+  /// As above, with per-spawn settings (a mailbox capacity that overrides the type's).
+  template <class T, class... Args>
+  actor_ref<T> spawn(spawn_options options, Args&&... args) {
+    return spawn_as<T>(options, nullptr, detail::no_down_type, std::forward<Args>(args)...);
   }
 
   /// The named registry of this system.
@@ -100,8 +131,17 @@ class system {
 
   /// spawn, optionally linked to `parent` (then `parent_down_type` is its index of `down`).
   template <class T, class... Args>
-  actor_ref<T> spawn_as(detail::actor_base* parent, std::uint16_t parent_down_type, Args&&... args) {
+  actor_ref<T> spawn_as(spawn_options options, detail::actor_base* parent, std::uint16_t parent_down_type,
+                        Args&&... args) {
     static_assert(std::is_base_of_v<detail::actor_base, T>, "courier: spawn<T> needs T derived from courier::actor");
+    std::size_t capacity = options.mailbox_capacity;
+    if constexpr (requires { T::mailbox_capacity; }) {
+      static_assert(T::mailbox_capacity > 0 && T::mailbox_capacity <= 0xffffffffu,
+                    "courier: an actor's mailbox_capacity must be between 1 and 2^32 - 1");
+      if (capacity == 0) capacity = T::mailbox_capacity;
+    }
+    if (capacity > 0xffffffffu)
+      throw std::system_error(make_error_code(std::errc::invalid_argument), "courier: mailbox capacity above 2^32 - 1");
     constexpr std::size_t alignment = detail::actor_alignment<T>;  // see actor_base: cache-line layout
     void* slot = pool::allocate(sizeof(T), alignment);
     T* object;
@@ -113,6 +153,7 @@ class system {
     }
     detail::actor_base* base = object;
     base->identity().core = core_;
+    base->mailbox_.set_capacity(static_cast<std::uint32_t>(capacity));
     object->self_ = actor_ref<T>::adopt(base);  // the keep-alive reference
     base->add_ref();                            // the caller's
     bool stop_now;
@@ -153,7 +194,7 @@ template <class T, class... Args>
 actor_ref<T> actor<Derived, Msgs...>::spawn_linked(Args&&... args) {
   std::uint16_t down_type = detail::no_down_type;
   if constexpr (accepts<down>) down_type = type_index<down>;
-  return system().template spawn_as<T>(this, down_type, std::forward<Args>(args)...);
+  return system().template spawn_as<T>(spawn_options{}, this, down_type, std::forward<Args>(args)...);
 }
 
 }  // namespace courier

@@ -35,7 +35,7 @@ void actor_base::link_child(actor_base* child, std::uint16_t down_type) {
     // This parent stopped already (not reachable from a handler, on_start or on_stop; kept safe).
     child->release();
     pool::destroy(to_child);
-    child->request_exit(errc::parent_stopped);
+    child->request_exit(errc::parent_stopped, true);
   }
 }
 

@@ -85,6 +85,20 @@ heap* acquire_thread_heap() {
   return h;
 }
 
+namespace {
+
+void carve_chunk(heap& h) {
+  auto* chunk = static_cast<char*>(hooks.allocate(chunk_size, chunk_size));
+  chunks_allocated.fetch_add(1, std::memory_order_relaxed);
+  ::new (chunk) chunk_header{&h};
+  // Slots start at the first cache line after the header. The rest of the previous chunk (less
+  // than one slot of the class that did not fit) is left unused.
+  h.bump = chunk + 64;
+  h.bump_end = chunk + chunk_size;
+}
+
+}  // namespace
+
 void* refill(heap& h, std::uint8_t size_class) {
   size_class_state& s = h.classes[size_class];
   if (s.remote.load(std::memory_order_relaxed) != nullptr) {
@@ -93,17 +107,18 @@ void* refill(heap& h, std::uint8_t size_class) {
     return taken;
   }
   const std::size_t slot = class_sizes[size_class];
-  if (s.bump == nullptr || s.bump + slot > s.bump_end) {
-    auto* chunk = static_cast<char*>(hooks.allocate(chunk_size, chunk_size));
-    chunks_allocated.fetch_add(1, std::memory_order_relaxed);
-    ::new (chunk) chunk_header{&h, size_class};
-    // Slots start at the first cache line after the header; class_of only hands out alignments
-    // that divide both 64 and the class size, so every slot is suitably aligned.
-    s.bump = chunk + 64;
-    s.bump_end = chunk + chunk_size;
+  // class_of only hands out alignments that divide both 64 and the class size: aligning the
+  // carve position to the largest power of two dividing the size (at most 64) suffices.
+  const std::size_t align = (slot & (~slot + 1)) < 64 ? (slot & (~slot + 1)) : 64;
+  auto aligned = [&] {
+    return reinterpret_cast<char*>((reinterpret_cast<std::uintptr_t>(h.bump) + align - 1) & ~(align - 1));
+  };
+  char* p = h.bump != nullptr ? aligned() : nullptr;
+  if (p == nullptr || p + slot > h.bump_end) {
+    carve_chunk(h);
+    p = h.bump;
   }
-  void* p = s.bump;
-  s.bump += slot;
+  h.bump = p + slot;
   return p;
 }
 
@@ -147,4 +162,10 @@ void deallocate_large(void* ptr, std::size_t size, std::size_t alignment) noexce
 }
 
 }  // namespace detail
+
+void reserve_thread_chunk() {
+  detail::heap& h = detail::local_heap();
+  if (h.bump == nullptr) detail::carve_chunk(h);
+}
+
 }  // namespace courier::pool

@@ -146,6 +146,9 @@ void worker::park() {
 
 void worker::run() {
   this_worker = this;
+  // The worker's first chunk now, at start-up: an actor that first runs here later (stolen, or
+  // woken from another thread) then finds slots of every size class without a heap call.
+  pool::reserve_thread_chunk();
   moodycamel::ConsumerToken token(core->injection);
   const std::uint32_t budget = core->cfg.throughput;
   for (;;) {

@@ -128,11 +128,11 @@ void actor_base::terminate(const error& reason) noexcept {
       switch (links->kind) {
         case link_kind::monitor: {
           auto* msg = make_message<down>(links->down_type, nullptr, id(), reason);
-          if (!links->watcher->enqueue(msg)) pool::destroy(msg);
+          if (!links->watcher->enqueue_urgent(msg)) pool::destroy(msg);
           break;
         }
         case link_kind::notify_parent: notify_parent(links, reason); break;
-        case link_kind::stop_child: links->watcher->request_exit(errc::parent_stopped); break;
+        case link_kind::stop_child: links->watcher->request_exit(errc::parent_stopped, true); break;
       }
     } catch (...) {
       // Out of memory while stopping: the watcher misses this down, nothing else is lost.
@@ -181,10 +181,11 @@ void count_unawaited_request(system_core* core) noexcept {
   core->unawaited_requests.fetch_add(1, std::memory_order_relaxed);
 }
 
-void dead_letter(system_core* core, std::uint64_t target_id, const char* message_type) noexcept {
+void dead_letter(system_core* core, std::uint64_t target_id, const char* message_type,
+                 dead_letter_reason reason) noexcept {
   core->dead_letters.fetch_add(1, std::memory_order_relaxed);
   if (core->cfg.on_dead_letter != nullptr && core->hooks_enabled.load(std::memory_order_acquire))
-    core->cfg.on_dead_letter({target_id, message_type}, core->cfg.dead_letter_context);
+    core->cfg.on_dead_letter({target_id, message_type, reason}, core->cfg.dead_letter_context);
 }
 
 void continuation_failed(system_core* core, const char* what) noexcept {

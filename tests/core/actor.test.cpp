@@ -527,7 +527,8 @@ TEST_CASE("monitors: down carries handler_failed and the exception text", "[acto
   CHECK(log.downs[0].reason.text.find("out of cheese") != std::string::npos);
 }
 
-TEST_CASE("monitors: actor_ref::stop gives stopped_by_request after the queued messages", "[actor][monitor]") {
+TEST_CASE("monitors: actor_ref::stop_after_queued gives stopped_by_request after the queued messages",
+          "[actor][monitor]") {
   courier_test::watchdog wd("monitor stop request");
   down_log log;
   probe_state state;
@@ -538,7 +539,7 @@ TEST_CASE("monitors: actor_ref::stop gives stopped_by_request after the queued m
   sys.run_until_idle();
   c.send(add{1, 2});
   c.send(add{3, 4});
-  c.stop();
+  c.stop_after_queued();
   std::optional<courier::error> late;
   c.request(get{}).then([](int) {}, [&](const courier::error& e) { late = e; });
   sys.run_until_idle();

@@ -133,20 +133,21 @@ TEST_CASE("one-way messages queued before a stop are dead letters; requests amon
   CHECK(sys.dead_letters() == 1);  // the add: not silently dropped
 }
 
-TEST_CASE("actor_ref::stop lets queued messages run first, then stops", "[actor_ref]") {
+TEST_CASE("actor_ref::stop_after_queued lets queued messages run first, then stops", "[actor_ref]") {
   courier_test::watchdog wd("ref stop");
   courier::system sys{courier::config::deterministic()};
   auto c = sys.spawn<counter>();
   c.send(add{5, 5});
   std::optional<int> before;
   c.request(get{}).then([&](int v) { before = v; }, [](const courier::error&) {});
-  c.stop();
-  c.stop();  // a second stop request is harmless
+  c.stop_after_queued();
+  c.stop_after_queued();  // a second stop request is harmless
   sys.run_until_idle();
   REQUIRE(before.has_value());
   CHECK(*before == 10);
   CHECK(sys.live_actors() == 0);
   c.stop();  // and so is a stop request to a stopped actor
+  c.stop_after_queued();
   CHECK_FALSE(c.send(add{1, 1}));
 }
 

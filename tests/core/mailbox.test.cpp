@@ -255,3 +255,161 @@ TEST_CASE("mailbox: close racing with producers: every message is either refused
   CHECK(consumed + handed_back == accepted.load());
   CHECK(accepted.load() + refused.load() == producers * per_producer);
 }
+
+TEST_CASE("mailbox: an urgent message overtakes everything queued, even mid-batch", "[mailbox][urgent]") {
+  box_holder h;
+  test_msg a(0, 1), b(0, 2), c(0, 3), l(0, 4), u1(1, 100), u2(1, 101), d(0, 5);
+  REQUIRE(h.box.push(&a) == push_result::woke_reader);
+  REQUIRE(h.box.push(&b) == push_result::queued);
+  CHECK(h.box.pop() == &a);  // the batch now holds b
+  REQUIRE(h.box.push(&c) == push_result::queued);
+  h.box.push_local(&l);
+  // The consumer is running (head not idle): urgent pushes do not ask for a schedule.
+  CHECK(h.box.push_urgent(&u1) == push_result::queued);
+  CHECK(h.box.push_urgent(&u2) == push_result::queued);
+  CHECK(h.box.pop() == &u1);  // before b (already taken), c (on the stack) and l (local)
+  CHECK(h.box.push(&d) == push_result::queued);
+  CHECK(h.box.pop() == &u2);  // urgent messages keep their order among themselves
+  CHECK(h.box.pop() == &b);
+  CHECK(h.box.pop() == &c);
+  CHECK(h.box.pop() == &d);
+  CHECK(h.box.pop() == &l);
+  CHECK(h.box.pop() == nullptr);
+}
+
+TEST_CASE("mailbox: an urgent push wakes an idle consumer exactly once and blocks try_block", "[mailbox][urgent]") {
+  box_holder h;
+  test_msg u1(1, 1), u2(1, 2), n(0, 3);
+  CHECK(h.box.push_urgent(&u1) == push_result::woke_reader);  // mailboxes start idle
+  CHECK(h.box.push_urgent(&u2) == push_result::queued);
+  CHECK(h.box.push(&n) == push_result::queued);  // already woken by the urgent push
+  CHECK_FALSE(h.box.try_block());
+  CHECK(h.box.pop() == &u1);
+  CHECK_FALSE(h.box.try_block());  // u2 is waiting in the urgent batch
+  CHECK(h.box.pop() == &u2);
+  CHECK(h.box.pop() == &n);
+  CHECK(h.box.pop() == nullptr);
+  CHECK(h.box.try_block());
+  test_msg u3(1, 4);
+  CHECK(h.box.push_urgent(&u3) == push_result::woke_reader);
+  CHECK(h.box.pop() == &u3);
+}
+
+TEST_CASE("mailbox: close hands back urgent messages first, then refuses both lanes", "[mailbox][urgent]") {
+  box_holder h;
+  test_msg a(0, 1), b(0, 2), u(1, 0), late(0, 9), late_urgent(1, 9);
+  h.box.push(&a);
+  h.box.push(&b);
+  h.box.push_urgent(&u);
+  CHECK(collect(h.box.close()) == std::vector<int>{0, 1, 2});
+  CHECK(h.box.push(&late) == push_result::closed);
+  CHECK(h.box.try_push(&late) == push_result::closed);
+  CHECK(h.box.push_urgent(&late_urgent) == push_result::closed);
+}
+
+TEST_CASE("mailbox: a bounded mailbox refuses try_push at capacity, never push or push_urgent", "[mailbox][bounded]") {
+  box_holder h;
+  h.box.set_capacity(2);
+  CHECK(h.box.capacity() == 2);
+  test_msg a(0, 1), b(0, 2), c(0, 3), forced(0, 4), u(1, 5), l(0, 6), l2(0, 7);
+  CHECK(h.box.try_push(&a) == push_result::woke_reader);
+  CHECK(h.box.try_push(&b) == push_result::queued);
+  CHECK(h.box.queued() == 2);
+  CHECK(h.box.try_push(&c) == push_result::full);  // c stays the caller's
+  CHECK(h.box.queued() == 2);
+  CHECK(h.box.push(&forced) == push_result::queued);  // a graceful stop is never refused
+  CHECK(h.box.push_urgent(&u) == push_result::queued);  // nor is the urgent lane
+  CHECK(h.box.queued() == 3);                          // urgent messages are not counted
+
+  CHECK(h.box.pop() == &u);
+  CHECK(h.box.pop() == &a);
+  // The consumer gives its pops back once per batch: still "full" while it works on this one.
+  CHECK(h.box.push_local(&l) == push_result::full);
+  CHECK(h.box.pop() == &b);
+  CHECK(h.box.pop() == &forced);
+  CHECK(h.box.pop() == nullptr);  // taking the next (empty) batch gives the pops back
+  CHECK(h.box.queued() == 0);
+  CHECK(h.box.push_local(&l) == push_result::queued);
+  CHECK(h.box.try_push(&c) == push_result::queued);
+  CHECK(h.box.queued() == 2);
+  CHECK(h.box.try_push(&l2) == push_result::full);
+  CHECK(h.box.pop() == &c);
+  CHECK(h.box.pop() == &l);
+  CHECK(h.box.pop() == nullptr);
+  CHECK(h.box.try_block());
+  CHECK(h.box.queued() == 0);
+}
+
+TEST_CASE("mailbox: unbounded mailboxes never refuse and keep no count", "[mailbox][bounded]") {
+  box_holder h;
+  CHECK(h.box.capacity() == 0);
+  std::vector<test_msg> msgs(1000);
+  for (auto& m : msgs) CHECK(h.box.try_push(&m) != push_result::full);
+  CHECK(h.box.queued() == 0);
+  int n = 0;
+  while (h.box.pop() != nullptr) ++n;
+  CHECK(n == 1000);
+}
+
+TEST_CASE("mailbox: urgent and normal producers racing an idling consumer: no lost wake-up, no loss",
+          "[mailbox][urgent][concurrent]") {
+  courier_test::watchdog wd("mailbox urgent race", std::chrono::seconds(30));
+  constexpr int producers = 4;  // even ones push normal messages, odd ones urgent
+  constexpr int per_producer = 5000;
+  box_holder h;
+  h.box.set_capacity(1u << 30);  // counted, never full: exercises the counter under contention
+  std::vector<std::vector<test_msg>> storage(producers);
+  for (int p = 0; p < producers; ++p)
+    for (int s = 0; s < per_producer; ++s) storage[p].emplace_back(p, s);
+
+  std::counting_semaphore<1 << 20> wakes(0);
+  std::atomic<int> woke_count{0};
+  std::atomic<bool> start{false};
+  std::vector<int> next_seq(producers, 0);
+  int received = 0, order_errors = 0, idle_periods = 0;
+  bool stalled = false;
+
+  std::thread consumer([&] {
+    while (received < producers * per_producer) {
+      if (!wakes.try_acquire_for(std::chrono::seconds(10))) {
+        stalled = true;
+        return;
+      }
+      ++idle_periods;
+      for (;;) {
+        message_header* m = h.box.pop();
+        if (m == nullptr) {
+          if (h.box.try_block()) break;
+          continue;
+        }
+        auto* t = static_cast<test_msg*>(m);
+        if (t->seq != next_seq[t->producer]) ++order_errors;
+        next_seq[t->producer] = t->seq + 1;
+        ++received;
+      }
+    }
+  });
+  std::vector<std::thread> threads;
+  for (int p = 0; p < producers; ++p)
+    threads.emplace_back([&, p] {
+      while (!start.load(std::memory_order_acquire)) std::this_thread::yield();
+      for (int s = 0; s < per_producer; ++s) {
+        push_result r = p % 2 == 0 ? h.box.try_push(&storage[p][s]) : h.box.push_urgent(&storage[p][s]);
+        if (r == push_result::woke_reader) {
+          woke_count.fetch_add(1, std::memory_order_relaxed);
+          wakes.release();
+        }
+        if (s % 32 == 0) std::this_thread::yield();
+      }
+    });
+  start.store(true, std::memory_order_release);
+  for (auto& t : threads) t.join();
+  consumer.join();
+
+  CHECK_FALSE(stalled);
+  CHECK(received == producers * per_producer);
+  CHECK(order_errors == 0);  // per producer, each lane keeps its order
+  CHECK(woke_count.load() == idle_periods);
+  CHECK_FALSE(wakes.try_acquire());
+  CHECK(h.box.queued() == 0);
+}

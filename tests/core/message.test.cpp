@@ -39,9 +39,10 @@ TEST_CASE("make_message builds header and message in place, from the arguments g
   CHECK(slot->reply_to == nullptr);
   CHECK(slot->next == nullptr);
   CHECK(slot->value.value == 42);
-  // The message lives in the same slot, right after the header.
+  // The message lives in the same slot, after the header's fields (possibly in its tail padding:
+  // the header values checked above were written first and survived the message's construction).
   const auto offset = reinterpret_cast<char*>(&slot->value) - reinterpret_cast<char*>(slot);
-  CHECK(offset >= static_cast<std::ptrdiff_t>(sizeof(courier::detail::message_header)));
+  CHECK(offset > 0);
   CHECK(offset + sizeof(small) <= sizeof(courier::detail::message_slot<small>));
   courier::pool::destroy(slot);
 }

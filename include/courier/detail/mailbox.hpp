@@ -2,7 +2,7 @@
 /// @file
 /// The mailbox: an intrusive multi-producer, single-consumer queue whose nodes are the pooled
 /// message slots themselves, with the actor's idle/scheduled/closed state folded into the same
-/// word (CAF's lifo_inbox design).
+/// word (CAF's lifo_inbox design), plus an urgent lane and an optional capacity.
 ///
 /// A push is one CAS on `head_`; it also tells the producer whether the consumer was idle and so
 /// must be scheduled. The consumer takes the whole stack with one exchange and reverses it into
@@ -10,20 +10,36 @@
 /// Because each producer's pushes are ordered by its CASes, messages from one sender arrive in the
 /// order they were sent.
 ///
+/// The urgent lane (replies, stop requests, `down`) is a second stack, `urgent_`, on the consumer's
+/// cache line. The consumer looks at it before every message (one relaxed load of a line it owns,
+/// so it costs nothing measurable while the lane is empty) and serves what it finds before the rest
+/// of its batch: an urgent message overtakes everything queued and takes effect after the message
+/// being handled. An urgent push wakes an idle consumer by moving `head_` from idle to empty; the
+/// consumer re-checks the urgent lane after it goes idle, and both sides order these steps with
+/// sequentially consistent operations (a Dekker handshake), so exactly one of them schedules.
+///
+/// A capacity (0: unbounded) limits the normal lane. Bounded mailboxes count every normal-lane
+/// message in `size_` (one atomic add per push; the consumer subtracts once per batch);
+/// `try_push` refuses a message that would exceed the capacity. Unbounded mailboxes never touch
+/// the counter.
+/// The urgent lane is never counted and never refuses a message: a reply must always arrive.
+///
 /// The layout keeps producers and the consumer apart without wasting a line: the producers' word
-/// shares the first cache line only with `Shared`, fields that are written rarely (an actor's
-/// identity and reference count); the consumer's cursor starts the second line, and whatever
-/// follows the mailbox in its owner (the actor's own state) fills the rest of that line. The
-/// owner must therefore be allocated 64-byte aligned, as `system::spawn` does.
+/// (and the bounded counter) share the first cache line only with `Shared`, fields that are
+/// written rarely (an actor's identity and reference count); the consumer's cursor starts the
+/// second line, and whatever follows the mailbox in its owner (the actor's own state) fills the
+/// rest of that line. The owner must therefore be allocated 64-byte aligned, as `system::spawn` does.
 ///
 /// Messages the consumer sends to itself skip the shared word: `push_local` appends them to a
 /// consumer-only list that is served after the messages already taken from the producers, so a
 /// self-sending actor cannot starve its other senders.
 ///
-/// Thread-safety: `push` from any thread; everything else only from the consumer (the actor's
-/// resume), including `close`, which the consumer calls when the actor stops.
+/// Thread-safety: `push`, `try_push`, `push_urgent`, `queued` and `closed` from any thread;
+/// everything else only from the consumer (the actor's resume), including `close`, which the
+/// consumer calls when the actor stops. `set_capacity` only before the mailbox is shared.
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 #include "courier/detail/message.hpp"
@@ -34,9 +50,17 @@ enum class push_result : std::uint8_t {
   queued,       ///< the consumer is already scheduled or running
   woke_reader,  ///< the consumer was idle: the caller must schedule it
   closed,       ///< the mailbox is closed: the message was not taken
+  full,         ///< a bounded mailbox is at its capacity: the message was not taken
 };
 
 struct no_shared_fields {};
+
+template <std::size_t N>
+struct padding {
+  char bytes[N];
+};
+template <>
+struct padding<0> {};
 
 template <class Shared = no_shared_fields>
 class mailbox {
@@ -46,10 +70,149 @@ class mailbox {
   mailbox(const mailbox&) = delete;
   mailbox& operator=(const mailbox&) = delete;
 
+  /// Bounds the normal lane to `n` messages (0: unbounded). Before the first push only.
+  void set_capacity(std::uint32_t n) noexcept { capacity_ = n; }
+  std::uint32_t capacity() const noexcept { return capacity_; }
+
+  /// A normal-lane push that is never refused for capacity (a graceful stop request); on a
+  /// bounded mailbox it is still counted.
   push_result push(message_header* msg) noexcept {
+    if (capacity_ != 0) [[unlikely]]
+      size_.fetch_add(1, std::memory_order_relaxed);
+    return push_counted(msg);
+  }
+
+  /// A normal-lane push that a full bounded mailbox refuses with `full` (the message stays the
+  /// caller's). On an unbounded mailbox, the same as `push`.
+  push_result try_push(message_header* msg) noexcept {
+    if (capacity_ != 0) [[unlikely]] {
+      if (!reserve()) return push_result::full;
+    }
+    return push_counted(msg);
+  }
+
+  /// The urgent lane: served before anything queued, never refused for capacity.
+  push_result push_urgent(message_header* msg) noexcept {
+    msg->urgent = true;
+    std::uintptr_t top = urgent_.load(std::memory_order_relaxed);
+    do {
+      if (top == closed_tag) return push_result::closed;
+      msg->next = reinterpret_cast<message_header*>(top);
+    } while (!urgent_.compare_exchange_weak(top, reinterpret_cast<std::uintptr_t>(msg), std::memory_order_seq_cst,
+                                            std::memory_order_relaxed));
+    // The message is visible to the consumer; now make sure the consumer runs. seq_cst pairs
+    // with try_block: either it sees our message after going idle, or we see it idle here.
+    std::uintptr_t head = head_.load(std::memory_order_seq_cst);
+    while (head == idle_tag) {
+      if (head_.compare_exchange_weak(head, empty_tag, std::memory_order_acq_rel, std::memory_order_relaxed))
+        return push_result::woke_reader;
+    }
+    // Empty or a stack: the consumer is scheduled or running and will look at the urgent lane.
+    // Closed: close() took the urgent lane after our CAS, so it owns (and discards) the message.
+    return push_result::queued;
+  }
+
+  /// Consumer only: a message from the consumer to itself, with no atomic operation on an
+  /// unbounded mailbox. A full bounded mailbox refuses it (`full`); otherwise `queued`.
+  push_result push_local(message_header* msg) noexcept {
+    if (capacity_ != 0) [[unlikely]] {
+      if (!reserve()) return push_result::full;
+    }
+    msg->next = local_;  // a stack, like the shared one: reversed when taken
+    local_ = msg;
+    return push_result::queued;
+  }
+
+  /// Consumer only: the next message, urgent ones first, else in FIFO order; null when the
+  /// mailbox is empty right now.
+  message_header* pop() noexcept {
+    if (urgent_.load(std::memory_order_relaxed) != 0) [[unlikely]]
+      take_urgent();
+    message_header* m = batch_;
+    if (m == nullptr) [[unlikely]] {
+      m = refill();
+      if (m == nullptr) return nullptr;
+    }
+    batch_ = m->next;
+    ++popped_;
+    return m;
+  }
+
+  /// Marks the mailbox idle if nothing arrived; false means a message is waiting and the consumer
+  /// must keep running. After `true`, the next push reports `woke_reader`.
+  bool try_block() noexcept {
+    if (batch_ != nullptr || local_ != nullptr) return false;
+    release_popped();
+    if (urgent_.load(std::memory_order_seq_cst) != 0) return false;
+    std::uintptr_t expected = empty_tag;
+    if (!head_.compare_exchange_strong(expected, idle_tag, std::memory_order_seq_cst, std::memory_order_relaxed))
+      return false;
+    // An urgent push between the check above and the CAS saw head_ not idle and did not
+    // schedule us: take the wake-up back, unless a producer has just claimed it.
+    if (urgent_.load(std::memory_order_seq_cst) != 0) {
+      expected = idle_tag;
+      if (head_.compare_exchange_strong(expected, empty_tag, std::memory_order_acq_rel, std::memory_order_relaxed))
+        return false;
+    }
+    return true;
+  }
+
+  /// Refuses all later pushes and hands back what was queued, urgent messages first, then FIFO,
+  /// for the caller to discard.
+  message_header* close() noexcept {
+    // The urgent lane closes first: an urgent producer that sees head_ closed knows close() has
+    // already taken its message.
+    std::uintptr_t urgent = urgent_.exchange(closed_tag, std::memory_order_acq_rel);
+    std::uintptr_t taken = head_.exchange(closed_tag, std::memory_order_acq_rel);
+    message_header* shared = nullptr;
+    if (taken > idle_tag && taken != closed_tag) shared = reverse(reinterpret_cast<message_header*>(taken));
+    message_header* all = nullptr;
+    if (urgent != 0 && urgent != closed_tag) all = reverse(reinterpret_cast<message_header*>(urgent));
+    // The unconsumed batch comes next (urgent messages already taken lead it): it was pushed
+    // before anything still on the stack.
+    all = append(all, batch_);
+    all = append(all, shared);
+    all = append(all, reverse(local_));
+    batch_ = local_ = nullptr;
+    popped_ = 0;
+    if (capacity_ != 0) size_.store(0, std::memory_order_relaxed);
+    return all;
+  }
+
+  bool closed() const noexcept { return head_.load(std::memory_order_acquire) == closed_tag; }
+
+  /// Messages waiting in the normal lane, approximately. Bounded mailboxes: the count the capacity
+  /// is checked against; it includes messages handled in the consumer's current batch or turn
+  /// (at most one batch, at most `config::throughput` messages), since the consumer subtracts its
+  /// pops once per batch, and it may be off by sends in flight. Unbounded mailboxes keep no
+  /// counter (it would cost every send an atomic add): always 0. Any thread.
+  std::uint32_t queued() const noexcept { return capacity_ != 0 ? size_.load(std::memory_order_relaxed) : 0; }
+
+ private:
+  /// A bounded mailbox's count drops once per batch (or turn), not once per message: the
+  /// consumer keeps its pops in a plain counter and subtracts them when it takes a new batch or
+  /// goes idle (both only with the batch used up, so every urgent message taken in between has
+  /// been popped and uncounted again), and writes the producers' line once per batch.
+  void release_popped() noexcept {
+    if (popped_ != 0) {
+      if (capacity_ != 0) size_.fetch_sub(popped_, std::memory_order_relaxed);
+      popped_ = 0;
+    }
+  }
+
+  bool reserve() noexcept {
+    if (size_.fetch_add(1, std::memory_order_relaxed) < capacity_) return true;
+    size_.fetch_sub(1, std::memory_order_relaxed);
+    return false;
+  }
+
+  push_result push_counted(message_header* msg) noexcept {
     std::uintptr_t top = head_.load(std::memory_order_relaxed);
     for (;;) {
-      if (top == closed_tag) return push_result::closed;
+      if (top == closed_tag) {
+        if (capacity_ != 0) size_.fetch_sub(1, std::memory_order_relaxed);
+        return push_result::closed;
+      }
       msg->next = top <= idle_tag ? nullptr : reinterpret_cast<message_header*>(top);
       // acq_rel, not release: a push that wakes the reader must acquire the consumer's last
       // try_block, so the thread that runs the actor next (scheduled by this producer) sees the
@@ -60,22 +223,9 @@ class mailbox {
     }
   }
 
-  /// Consumer only: a message from the consumer to itself, with no atomic operation.
-  void push_local(message_header* msg) noexcept {
-    msg->next = nullptr;
-    if (local_tail_ != nullptr)
-      local_tail_->next = msg;
-    else
-      local_head_ = msg;
-    local_tail_ = msg;
-  }
-
-  /// The next message in FIFO order, or null when the mailbox is empty right now.
-  message_header* pop() noexcept {
-    if (message_header* m = batch_) [[likely]] {
-      batch_ = m->next;
-      return m;
-    }
+  /// The producers' stack in FIFO order followed by the local list; null when both are empty.
+  message_header* refill() noexcept {
+    release_popped();
     message_header* fifo = nullptr;
     message_header* fifo_tail = nullptr;
     if (std::uintptr_t top = head_.load(std::memory_order_relaxed); top > idle_tag && top != closed_tag) {
@@ -86,41 +236,31 @@ class mailbox {
         fifo = reverse(fifo_tail);
       }
     }
-    if (local_head_ != nullptr) {
+    if (local_ != nullptr) {
+      message_header* local = reverse(local_);
       if (fifo_tail != nullptr)
-        fifo_tail->next = local_head_;
+        fifo_tail->next = local;
       else
-        fifo = local_head_;
-      local_head_ = local_tail_ = nullptr;
+        fifo = local;
+      local_ = nullptr;
     }
-    if (fifo == nullptr) return nullptr;
-    batch_ = fifo->next;
     return fifo;
   }
 
-  /// Marks the mailbox idle if nothing arrived; false means a message is waiting and the consumer
-  /// must keep running. After `true`, the next push reports `woke_reader`.
-  bool try_block() noexcept {
-    if (batch_ != nullptr || local_head_ != nullptr) return false;
-    std::uintptr_t expected = empty_tag;
-    return head_.compare_exchange_strong(expected, idle_tag, std::memory_order_acq_rel, std::memory_order_relaxed);
+  /// Moves the urgent stack to the front of the batch, in FIFO order, behind urgent messages
+  /// taken earlier and not yet popped (their header says so), so the urgent lane stays FIFO.
+  void take_urgent() noexcept {
+    std::uintptr_t taken = urgent_.exchange(0, std::memory_order_acquire);
+    message_header* list = reverse(reinterpret_cast<message_header*>(taken));
+    message_header* tail = list;
+    // pop counts every message it hands out; urgent ones must not count against the capacity.
+    for (--popped_; tail->next != nullptr; tail = tail->next) --popped_;
+    message_header** at = &batch_;
+    while (*at != nullptr && (*at)->urgent) at = &(*at)->next;
+    tail->next = *at;
+    *at = list;
   }
 
-  /// Refuses all later pushes and hands back what was queued, FIFO first, for the caller to discard.
-  message_header* close() noexcept {
-    std::uintptr_t taken = head_.exchange(closed_tag, std::memory_order_acq_rel);
-    message_header* shared = nullptr;
-    if (taken > idle_tag && taken != closed_tag) shared = reverse(reinterpret_cast<message_header*>(taken));
-    // The unconsumed batch comes first: it was pushed before anything still on the stack.
-    message_header* all = append(batch_, shared);
-    all = append(all, local_head_);
-    batch_ = local_head_ = local_tail_ = nullptr;
-    return all;
-  }
-
-  bool closed() const noexcept { return head_.load(std::memory_order_acquire) == closed_tag; }
-
- private:
   static message_header* reverse(message_header* m) noexcept {
     message_header* fifo = nullptr;
     while (m != nullptr) {
@@ -144,17 +284,26 @@ class mailbox {
   static constexpr std::uintptr_t idle_tag = 1;    // not scheduled: a push must wake the actor
   static constexpr std::uintptr_t closed_tag = 2;  // stopped: pushes are refused
 
+  // First cache line: the producers'.
   std::atomic<std::uintptr_t> head_{idle_tag};
+  std::uint32_t capacity_ = 0;         // 0: unbounded; set before the mailbox is shared
+  std::atomic<std::uint32_t> size_{0};  // bounded only: normal-lane messages queued
 
  public:
   Shared shared;
 
  private:
-  char pad_[64 - sizeof(std::atomic<std::uintptr_t>) - sizeof(Shared)];
-  // Second cache line: the consumer's.
-  message_header* batch_ = nullptr;  // taken from head_, in FIFO order
-  message_header* local_head_ = nullptr;
-  message_header* local_tail_ = nullptr;
+  static constexpr std::size_t first_line_used =
+      sizeof(std::atomic<std::uintptr_t>) + 2 * sizeof(std::uint32_t) + sizeof(Shared);
+  static_assert(first_line_used <= 64, "courier: the mailbox's shared fields must fit one cache line");
+  [[no_unique_address]] padding<64 - first_line_used> pad_;
+  // Second cache line: the consumer's (the urgent word is written by urgent producers, rarely).
+  // Kept to 28 bytes: with the owner's next field in the tail padding (see actor_base), an actor
+  // with one pointer of state still fits a 128-byte pool slot.
+  message_header* batch_ = nullptr;        // FIFO: urgent messages taken, then the normal batch
+  message_header* local_ = nullptr;        // the consumer's messages to itself, newest first
+  std::atomic<std::uintptr_t> urgent_{0};  // a stack of urgent messages, or closed_tag
+  std::uint32_t popped_ = 0;               // pops not yet subtracted from size_ (modulo 2^32)
 };
 
 }  // namespace courier::detail

@@ -29,6 +29,7 @@ struct message_header {
   message_header* next;      // the mailbox's link; written before the publishing CAS
   pending_base* reply_to;    // set when the sender waits for a reply
   std::uint16_t type;        // index into the receiving actor's message list
+  bool urgent = false;       // set by the mailbox's urgent lane (in the padding: no size cost)
 };
 
 template <class M>

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstdint>
 
+#include "courier/config.hpp"
+
 namespace courier::detail {
 
 class actor_base;
@@ -32,8 +34,10 @@ void continuation_failed(system_core* core, const char* what) noexcept;
 /// A request dropped without `.then`: it was sent one-way; counted for system::unawaited_requests().
 void count_unawaited_request(system_core* core) noexcept;
 
-/// A message that found its target stopped: counted, passed to the configured hook.
-void dead_letter(system_core* core, std::uint64_t target_id, const char* message_type) noexcept;
+/// A message that was not delivered (its target had stopped, or its bounded mailbox was full):
+/// counted, passed to the configured hook.
+void dead_letter(system_core* core, std::uint64_t target_id, const char* message_type,
+                 dead_letter_reason reason = dead_letter_reason::stopped) noexcept;
 
 /// The timer takes one reference on `pending` and drops it when the deadline passes (failing the
 /// request with request_timeout) or when `cancel_request_timer` removes it first.
