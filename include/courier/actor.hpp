@@ -576,14 +576,18 @@ delegated<reply_type_t<T, std::remove_cvref_t<M>>> actor<Derived, Msgs...>::dele
   // The slot is built before the route is taken, so a throwing copy leaves the request to the handler.
   auto* slot = detail::make_message<message>(target.template message_index<message>(), nullptr, std::forward<M>(msg));
   slot->reply_to = detail::take_current_reply();
-  if (to->enqueue(slot)) return {};
+  const detail::push_result r = to->try_enqueue(slot);
+  if (r == detail::push_result::queued) return {};
   detail::pending_base* p = slot->reply_to;
   pool::destroy(slot);
   // A request is not a dead letter (the requester is told); a one-way message is.
+  const bool full = r == detail::push_result::full;
   if (p != nullptr)
-    detail::reply_error(p, error(errc::actor_stopped, "the delegate target had stopped"));
+    detail::reply_error(p, full ? error(errc::mailbox_full, "the delegate target's mailbox was full")
+                                : error(errc::actor_stopped, "the delegate target had stopped"));
   else
-    detail::dead_letter(to->core(), to->id(), typeid(message).name());
+    detail::dead_letter(to->core(), to->id(), typeid(message).name(),
+                        full ? dead_letter_reason::mailbox_full : dead_letter_reason::stopped);
   return {};
 }
 

@@ -134,6 +134,7 @@ inline void deallocate_small(void* ptr, std::uint8_t size_class) noexcept {
 /// A slot of at least `size` bytes aligned to `alignment`. Never returns null (throws
 /// std::bad_alloc when the hook fails).
 inline void* allocate(std::size_t size, std::size_t alignment = alignof(std::max_align_t)) {
+  COURIER_ASSERT(alignment != 0 && (alignment & (alignment - 1)) == 0, "pool::allocate: alignment is a power of two");
   std::uint8_t c = detail::class_of(size, alignment);
   if (c == detail::large_class) [[unlikely]]
     return detail::allocate_large(size, alignment);
@@ -147,9 +148,8 @@ inline void deallocate(void* ptr, std::size_t size, std::size_t alignment = alig
     detail::deallocate_large(ptr, size, alignment);
     return;
   }
-  COURIER_ASSERT(reinterpret_cast<detail::chunk_header*>(reinterpret_cast<std::uintptr_t>(ptr) & ~(chunk_size - 1))
-                         ->size_class == c,
-                 "pool::deallocate: size and alignment must be those given to allocate");
+  COURIER_ASSERT(ptr != nullptr && reinterpret_cast<std::uintptr_t>(ptr) % alignment == 0,
+                 "pool::deallocate: a slot from pool::allocate, with the size and alignment given to it");
   detail::deallocate_small(ptr, c);
 }
 

@@ -274,3 +274,15 @@ TEST_CASE("a request dropped without .then is sent one-way and counted", "[defer
   CHECK(inside->first_delivered_ == false);  // one-way: the handler's promise was empty
   CHECK_FALSE(sys.run_one());
 }
+
+TEST_CASE("delegate to a full bounded mailbox fails the original request with mailbox_full", "[deferred]") {
+  courier::system sys{courier::config::deterministic()};
+  auto db = sys.spawn<database>(courier::spawn_options{.mailbox_capacity = 1});
+  auto f = sys.spawn<front>(db);
+  auto out = request(f, get_delegated{2});  // front is scheduled first
+  REQUIRE(db.send(lookup{1}));              // fills the database's mailbox
+  REQUIRE(sys.run_one());                   // front delegates to the full database
+  REQUIRE(out->error);
+  CHECK(*out->error == errc::mailbox_full);
+  CHECK(sys.dead_letters() == 0);
+}
