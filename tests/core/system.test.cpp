@@ -12,18 +12,17 @@
 #include <thread>
 #include <vector>
 
+#include "fixtures.hpp"
 #include "watchdog.hpp"
 
 using namespace std::chrono_literals;
 using courier::errc;
+using courier_test::add;  // the shared messages; the counter here is its own, tracing variant
+using courier_test::get;
+using courier_test::quit;
 
 namespace {
 
-struct add {
-  int a, b;
-};
-struct get {};
-struct quit {};
 
 struct trace {
   std::mutex mutex;
