@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "courier/system.hpp"
+#include "expect.hpp"
 #include "fixtures.hpp"
 #include "watchdog.hpp"
 
@@ -105,13 +106,13 @@ TEST_CASE("request from a handler: the reply runs the continuation later, inside
   c.send(add{2, 3});
   r.send(fetch{c});
 
-  REQUIRE(sys.run_one());  // counter: add
-  REQUIRE(sys.run_one());  // requester: fetch, sends the request
+  courier_test::expect<add>(sys).to(c);        // counter: add
+  courier_test::expect<fetch>(sys).to(r);      // requester: fetch, sends the request
   CHECK(log.settled() == 0);
-  REQUIRE(sys.run_one());  // counter: get, replies into the requester's mailbox
+  courier_test::expect<get>(sys).to(c);        // counter: get, replies into the requester's mailbox
   CHECK(log.settled() == 0);
-  REQUIRE(sys.run_one());  // requester: the reply runs the continuation
-  CHECK_FALSE(sys.run_one());
+  courier_test::expect<courier_test::system_message>(sys).to(r);  // requester: the reply runs the continuation
+  courier_test::expect_nothing(sys);
   REQUIRE(log.values == std::vector<int>{5});
   CHECK(log.errors.empty());
   CHECK(log.ran_in_actor == std::vector<bool>{true});
@@ -128,9 +129,10 @@ TEST_CASE("request from a handler to a stopped actor: the error continuation run
   sys.run_until_idle();
   REQUIRE(sys.live_actors() == 1);
   r.send(fetch{c, 10s});
-  REQUIRE(sys.run_one());  // fetch: the request is refused, its error queued to the requester
+  courier_test::expect<fetch>(sys).to(r);  // fetch: the request is refused, its error queued to the requester
   CHECK(log.settled() == 0);
-  REQUIRE(sys.run_one());  // the error runs the continuation
+  courier_test::expect<courier_test::system_message>(sys).to(r);  // the error runs the continuation
+  courier_test::expect_nothing(sys);
   REQUIRE(log.errors.size() == 1);
   CHECK(log.errors[0] == errc::actor_stopped);
   CHECK(log.ran_in_actor == std::vector<bool>{true});

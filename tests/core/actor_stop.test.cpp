@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "courier/system.hpp"
+#include "expect.hpp"
 #include "fixtures.hpp"
 #include "watchdog.hpp"
 
@@ -64,9 +65,9 @@ TEST_CASE("stop() inside a handler: queued requests fail with actor_stopped, on_
   c.request(get{}).then([&](int) { replied = true; }, [&](const courier::error& e) { failed = e; });
   c.send(add{100, 100});
 
-  REQUIRE(sys.run_one());  // add
+  courier_test::expect<add>(sys).to(c);   // add
   CHECK(sys.live_actors() == 1);
-  REQUIRE(sys.run_one());  // quit: stops, discarding what is queued
+  courier_test::expect<quit>(sys).to(c);  // quit: stops, discarding what is queued
   CHECK(sys.live_actors() == 0);
   REQUIRE(failed.has_value());
   CHECK(*failed == errc::actor_stopped);
@@ -74,7 +75,7 @@ TEST_CASE("stop() inside a handler: queued requests fail with actor_stopped, on_
   CHECK(state.on_stop_called);
   CHECK(state.total_at_stop == 9);
   CHECK(state.events == std::vector<std::string>{"add", "quit"});
-  CHECK_FALSE(sys.run_one());
+  courier_test::expect_nothing(sys);
   CHECK_FALSE(c.send(add{1, 1}));
 }
 
