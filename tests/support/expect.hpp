@@ -14,6 +14,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <typeinfo>
 
 #include "courier/system.hpp"
