@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <type_traits>
@@ -36,6 +37,14 @@ namespace courier {
 struct shutdown_report {
   bool clean = true;
   std::vector<std::string> unfinished;
+};
+
+/// One message handled by `system::run_step` (deterministic mode): which actor ran, and what.
+struct step {
+  std::uint64_t actor = 0;            // the id of the actor that handled it (actor_ref::id())
+  const char* message_type = "";      // typeid(M).name() for a message M the actor accepts, as
+                                      // dead letters name it; "" when the actor only stopped
+  bool system_message = false;        // a reply, a failed request's error, a stop, on_start, ...
 };
 
 namespace detail {
@@ -106,6 +115,11 @@ class system {
   bool run_one();
   std::size_t poll();
   std::size_t run_until_idle();
+  /// Deterministic mode only (std::logic_error otherwise): `run_one`, telling what it ran, so a
+  /// test can read like a protocol trace. Empty when nothing was ready. It looks at the message
+  /// the chosen actor will handle next (urgent ones first) before running it; the send and
+  /// dispatch paths are unchanged.
+  std::optional<step> run_step();
   /// Deterministic mode runs on a virtual clock: time-outs, delayed sends and periodic ticks come
   /// due only when this moves time forward; they fire on the calling thread (messages are then
   /// ready for `run_one`). Returns how many timers fired; does nothing in the other modes. The

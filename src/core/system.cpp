@@ -317,6 +317,23 @@ bool system::finished() const noexcept {
 
 bool system::run_one() { return !finished() && core_->run_one(1); }
 
+std::optional<step> system::run_step() {
+  if (settings_.mode != scheduling::deterministic)
+    throw std::logic_error("courier: system::run_step is for deterministic mode only");
+  if (finished()) return std::nullopt;
+  detail::actor_base* a = nullptr;
+  if (!core_->injection.try_dequeue(a)) return std::nullopt;
+  // One thread drives a deterministic system, so this thread is the mailbox's consumer here.
+  step s;
+  s.actor = a->id();
+  if (const detail::message_header* m = a->mailbox_.peek(); m != nullptr) {
+    s.system_message = m->type >= detail::first_system_type;
+    s.message_type = a->mailbox_.shared.ops->message_name(m->type);
+  }
+  if (a->resume(1) == detail::resume_result::reschedule) core_->injection.enqueue(a);  // as run_one
+  return s;
+}
+
 std::size_t system::poll() {
   if (finished()) return 0;
   core_->drain_wake_fd();

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "courier/courier.hpp"
+#include "expect.hpp"
 #include "watchdog.hpp"
 
 using namespace std::chrono_literals;
@@ -228,11 +229,11 @@ TEST_CASE("delegate: the other actor's reply goes straight to the original reque
   auto db = sys.spawn<database>();
   auto f = sys.spawn<front>(db);
   auto out = request(f, get_delegated{3});
-  REQUIRE(sys.run_one());  // front delegates
-  REQUIRE(sys.run_one());  // the database replies: the test's request is settled, front is not involved
+  courier_test::expect<get_delegated>(sys).to(f);  // front delegates: a lookup goes to the database
+  courier_test::expect<lookup>(sys).to(db);         // the database replies to the test's request
   REQUIRE(out->value);
   CHECK(*out->value == 30);
-  CHECK_FALSE(sys.run_one());
+  courier_test::expect_nothing(sys);  // front is not involved: the reply never reaches it
 
   db.stop();
   run_all(sys);

@@ -17,30 +17,18 @@
 #include <thread>
 #include <vector>
 
+#include "fixtures.hpp"
 #include "watchdog.hpp"
 
 using namespace std::chrono_literals;
 using courier::errc;
+using courier_test::add;
+using courier_test::boom;
+using courier_test::counter;  // add, get, quit; boom throws
+using courier_test::get;
+using courier_test::quit;
 
 namespace {
-
-struct add {
-  int a, b;
-};
-struct get {};
-struct quit {};
-struct boom {};
-
-class counter : public courier::actor<counter, add, get, quit, boom> {
- public:
-  void on(const add& m) { total_ += m.a + m.b; }
-  int on(const get&) { return total_; }
-  void on(const quit&) { stop(); }
-  int on(const boom&) { throw std::runtime_error("boom"); }
-
- private:
-  int total_ = 0;
-};
 
 bool aligned_to(const void* p, std::size_t alignment) {
   return reinterpret_cast<std::uintptr_t>(p) % alignment == 0;

@@ -8,22 +8,23 @@
 #include <chrono>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
+#include <typeinfo>
 #include <vector>
 
+#include "fixtures.hpp"
 #include "watchdog.hpp"
 
 using namespace std::chrono_literals;
 using courier::errc;
+using courier_test::add;  // the shared messages; the counter here is its own, tracing variant
+using courier_test::get;
+using courier_test::quit;
 
 namespace {
 
-struct add {
-  int a, b;
-};
-struct get {};
-struct quit {};
 
 struct trace {
   std::mutex mutex;
@@ -140,6 +141,49 @@ TEST_CASE("deterministic: ready actors take turns, one message each", "[system][
   while (sys.run_one()) {
   }
   CHECK(t.copy() == std::vector<std::string>{"a", "b", "a", "b", "a"});
+}
+
+TEST_CASE("deterministic: run_step tells which actor ran which message, urgent ones first",
+          "[system][deterministic]") {
+  courier_test::watchdog wd("run_step");
+  courier::system sys{courier::config::deterministic()};
+  CHECK_FALSE(sys.run_step().has_value());  // nothing to do
+  auto a = sys.spawn<counter>();
+  auto b = sys.spawn<counter>();
+  a.send(add{1, 2});
+  b.send(get{});
+  auto s = sys.run_step();
+  REQUIRE(s.has_value());
+  CHECK(s->actor == a.id());
+  CHECK(std::string(s->message_type) == typeid(add).name());
+  CHECK_FALSE(s->system_message);
+  s = sys.run_step();
+  REQUIRE(s.has_value());
+  CHECK(s->actor == b.id());
+  CHECK(std::string(s->message_type) == typeid(get).name());
+  CHECK_FALSE(sys.run_step().has_value());
+
+  // A reply is a system message; it goes to the requester, here a plain thread: nothing to run.
+  std::optional<int> got;
+  a.request(get{}).then([&](int v) { got = v; }, [](const courier::error&) {});
+  s = sys.run_step();
+  REQUIRE(s.has_value());
+  CHECK(s->actor == a.id());
+  CHECK(std::string(s->message_type) == typeid(get).name());
+  CHECK(got == 3);
+
+  // stop() takes the urgent lane: the step that runs next is the stop, not the queued add.
+  a.send(add{3, 4});
+  a.stop();
+  s = sys.run_step();
+  REQUIRE(s.has_value());
+  CHECK(s->actor == a.id());
+  CHECK(s->system_message);
+  CHECK(sys.live_actors() == 1);
+  CHECK_FALSE(sys.run_step().has_value());
+
+  courier::system embedded{courier::config::embedded()};
+  CHECK_THROWS_AS(embedded.run_step(), std::logic_error);
 }
 
 TEST_CASE("manual modes: run_until_idle and poll use the configured throughput", "[system][deterministic]") {

@@ -138,6 +138,14 @@ class mailbox {
     return m;
   }
 
+  /// Consumer only: what the next `pop` returns, left in place; null when the mailbox is empty
+  /// right now. Takes the urgent lane and a new batch as `pop` would (for tests and tools).
+  message_header* peek() noexcept {
+    if (urgent_.load(std::memory_order_relaxed) != 0) take_urgent();
+    if (batch_ == nullptr) batch_ = refill();
+    return batch_;
+  }
+
   /// Marks the mailbox idle if nothing arrived; false means a message is waiting and the consumer
   /// must keep running. After `true`, the next push reports `woke_reader`.
   bool try_block() noexcept {

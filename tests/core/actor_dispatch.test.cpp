@@ -1,0 +1,255 @@
+// Dispatch: each message reaches its handler, the return value is the reply, a handler that throws
+// stops its actor, and messages arrive in the order sent.
+#include "courier/actor.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "courier/system.hpp"
+#include "fixtures.hpp"
+#include "watchdog.hpp"
+
+using namespace std::chrono_literals;
+using courier::errc;
+using courier_test::add;
+using courier_test::get;
+using courier_test::set_name;
+using courier_test::boom;
+using courier_test::quit;
+using courier_test::reset;
+using courier_test::probe_state;
+using courier_test::counter;
+
+// ----------------------------------------------------------------------------------------------
+// Static properties
+
+static_assert(counter::accepts<add>);
+static_assert(counter::accepts<reset>);
+static_assert(!counter::accepts<int>);
+static_assert(counter::type_index<add> == 0);
+static_assert(counter::type_index<reset> == 5);
+static_assert(std::is_same_v<courier::reply_type_t<counter, get>, int>);
+static_assert(std::is_same_v<courier::reply_type_t<counter, set_name>, std::string>);
+static_assert(std::is_same_v<courier::reply_type_t<counter, add>, courier::unit>);
+
+// ----------------------------------------------------------------------------------------------
+// Dispatch and replies (deterministic)
+
+TEST_CASE("typed dispatch: each message reaches its own handler, in order", "[actor]") {
+  courier_test::watchdog wd("typed dispatch");
+  probe_state state;
+  courier::system sys{courier::config::deterministic()};
+  auto c = sys.spawn<counter>(&state);
+  CHECK(c.send(add{1, 2}));
+  CHECK(c.send(set_name{"x"}));
+  CHECK(c.send(reset{}));
+  CHECK(c.send(add{10, 20}));
+  CHECK(c.send(get{}));
+  CHECK(sys.run_until_idle() > 0);
+  CHECK(state.events == std::vector<std::string>{"add", "set_name", "reset", "add", "get"});
+  auto r = c.ask(get{}, 1s);
+  REQUIRE(r.has_value());
+  CHECK(*r == 30);
+}
+
+TEST_CASE("a handler's return value is the reply: request/then and ask", "[actor]") {
+  courier_test::watchdog wd("return value reply");
+  courier::system sys{courier::config::deterministic()};
+  auto c = sys.spawn<counter>();
+  c.send(add{20, 22});
+
+  std::optional<int> got;
+  std::optional<courier::error> failed;
+  c.request(get{}, 1s).then([&](int v) { got = v; }, [&](const courier::error& e) { failed = e; });
+  CHECK_FALSE(got.has_value());  // nothing runs until the system is driven
+  sys.run_until_idle();
+  REQUIRE(got.has_value());
+  CHECK(*got == 42);
+  CHECK_FALSE(failed.has_value());
+
+  auto name = c.ask(set_name{"second"}, 1s);
+  REQUIRE(name.has_value());
+  CHECK(*name == "initial");
+  name = c.ask(set_name{"third"}, 1s);
+  REQUIRE(name.has_value());
+  CHECK(*name == "second");
+}
+
+TEST_CASE("a void handler replies with unit; a continuation may take no arguments", "[actor]") {
+  courier_test::watchdog wd("void reply");
+  courier::system sys{courier::config::deterministic()};
+  auto c = sys.spawn<counter>();
+  int no_arg_calls = 0;
+  int unit_calls = 0;
+  int errors = 0;
+  c.request(add{1, 1}).then([&] { ++no_arg_calls; }, [&](const courier::error&) { ++errors; });
+  c.request(add{2, 2}).then([&](courier::unit) { ++unit_calls; }, [&](const courier::error&) { ++errors; });
+  sys.run_until_idle();
+  CHECK(no_arg_calls == 1);
+  CHECK(unit_calls == 1);
+  CHECK(errors == 0);
+
+  courier::result<courier::unit> r = c.ask(add{3, 3}, 1s);
+  CHECK(r.has_value());
+  CHECK(c.ask(get{}, 1s).value() == 12);
+}
+
+// ----------------------------------------------------------------------------------------------
+// Handler exceptions
+
+TEST_CASE("a handler that throws stops its actor; requests fail, the system goes on", "[actor][stop]") {
+  courier_test::watchdog wd("handler exception deterministic");
+  probe_state state;
+  courier::system sys{courier::config::deterministic()};
+  auto c = sys.spawn<counter>(&state);
+  auto other = sys.spawn<counter>();
+  c.send(add{1, 1});
+  std::optional<courier::error> boom_error, queued_error;
+  bool replied = false;
+  c.request(boom{"the flux capacitor broke"}).then([&](int) { replied = true; },
+                                                   [&](const courier::error& e) { boom_error = e; });
+  c.request(get{}).then([&](int) { replied = true; }, [&](const courier::error& e) { queued_error = e; });
+  sys.run_until_idle();
+
+  REQUIRE(boom_error.has_value());
+  CHECK(*boom_error == errc::handler_failed);
+  CHECK(boom_error->text.find("the flux capacitor broke") != std::string::npos);
+  REQUIRE(queued_error.has_value());
+  CHECK(*queued_error == errc::actor_stopped);
+  CHECK(queued_error->text.find("the flux capacitor broke") != std::string::npos);
+  CHECK_FALSE(replied);
+  CHECK(state.on_stop_called);
+  CHECK(state.total_at_stop == 2);
+  CHECK(sys.live_actors() == 1);
+  CHECK_FALSE(c.send(add{1, 1}));
+
+  other.send(add{3, 4});
+  auto r = other.ask(get{}, 1s);
+  REQUIRE(r.has_value());
+  CHECK(*r == 7);
+}
+
+TEST_CASE("a handler that throws on a threaded system: ask sees handler_failed, others keep working",
+          "[actor][stop][concurrent]") {
+  courier_test::watchdog wd("handler exception threaded");
+  courier::config cfg;
+  cfg.workers = 2;
+  courier::system sys{cfg};
+  auto c = sys.spawn<counter>();
+  auto other = sys.spawn<counter>();
+  auto r = c.ask(boom{"disk on fire"}, 5s);
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.err() == errc::handler_failed);
+  CHECK(r.err().text.find("disk on fire") != std::string::npos);
+  auto after = c.ask(get{}, 5s);
+  REQUIRE_FALSE(after.has_value());
+  CHECK(after.err() == errc::actor_stopped);
+  for (int i = 0; i < 100; ++i) other.send(add{i, 0});
+  auto total = other.ask(get{}, 5s);
+  REQUIRE(total.has_value());
+  CHECK(*total == 4950);
+  CHECK(courier_test::eventually([&] { return sys.live_actors() == 1; }));
+}
+
+// ----------------------------------------------------------------------------------------------
+// Ordering
+
+namespace {
+
+struct item {
+  int sender;
+  int seq;
+};
+struct report {
+  int received = 0;
+  int out_of_order = 0;
+};
+struct get_report {};
+
+class sequence_checker : public courier::actor<sequence_checker, item, get_report> {
+ public:
+  void on(const item& m) {
+    if (next_.size() <= static_cast<std::size_t>(m.sender)) next_.resize(m.sender + 1, 0);
+    if (m.seq != next_[m.sender]) ++report_.out_of_order;
+    next_[m.sender] = m.seq + 1;
+    ++report_.received;
+  }
+  report on(const get_report&) { return report_; }
+
+ private:
+  std::vector<int> next_;
+  report report_;
+};
+
+}  // namespace
+
+TEST_CASE("messages from one sender arrive in the order sent (threaded, several senders)",
+          "[actor][concurrent]") {
+  courier_test::watchdog wd("per-sender fifo");
+  constexpr int senders = 4;
+  constexpr int per_sender = 3000;
+  courier::config cfg;
+  cfg.workers = 2;
+  courier::system sys{cfg};
+  auto sink = sys.spawn<sequence_checker>();
+  std::atomic<bool> go{false};
+  std::vector<std::thread> threads;
+  for (int s = 0; s < senders; ++s)
+    threads.emplace_back([&, s] {
+      while (!go.load()) std::this_thread::yield();
+      for (int i = 0; i < per_sender; ++i) sink.send(item{s, i});
+    });
+  go.store(true);
+  for (auto& t : threads) t.join();
+  // Sent after every producer finished, so it is answered after all their messages.
+  auto r = sink.ask(get_report{}, 10s);
+  REQUIRE(r.has_value());
+  CHECK(r->received == senders * per_sender);
+  CHECK(r->out_of_order == 0);
+}
+
+namespace {
+
+struct kick {
+  int n;
+};
+struct step {
+  int n;
+};
+struct steps_seen {};
+class self_sender : public courier::actor<self_sender, kick, step, steps_seen> {
+ public:
+  void on(const kick& k) {
+    for (int i = 0; i < k.n; ++i) sent_ok_ &= self().send(step{i});
+  }
+  void on(const step& s) { seen_.push_back(s.n); }
+  std::vector<int> on(const steps_seen&) {
+    if (!sent_ok_) return {-1};
+    return seen_;
+  }
+
+ private:
+  bool sent_ok_ = true;
+  std::vector<int> seen_;
+};
+
+}  // namespace
+
+TEST_CASE("messages an actor sends itself arrive in order, after what others already sent",
+          "[actor]") {
+  courier_test::watchdog wd("self send");
+  courier::system sys{courier::config::deterministic()};
+  auto a = sys.spawn<self_sender>();
+  a.send(kick{3});
+  a.send(step{100});  // queued before the handler runs, so served before the self-sends
+  sys.run_until_idle();
+  auto seen = a.ask(steps_seen{}, 1s);
+  REQUIRE(seen.has_value());
+  CHECK(*seen == std::vector<int>{100, 0, 1, 2});
+}
