@@ -12,6 +12,11 @@
 /// the actor's reference does not exist yet); `void on_stop()` runs when it stops. Actors without
 /// on_start pay nothing for it.
 ///
+/// This header holds `actor<>` and its template bodies (dispatch, monitor, delegate,
+/// send_periodic); the message-list-independent part is `detail::actor_base`
+/// (detail/actor_base.hpp). It includes actor_ref.hpp, which does not include it back.
+/// `spawn` and `spawn_linked` are defined in system.hpp.
+///
 /// Thread-safety: an actor's handlers run on one thread at a time (the actor's own); its state
 /// needs no locks. Other threads interact with it only through `actor_ref`.
 
@@ -26,288 +31,17 @@
 #include <typeinfo>
 #include <utility>
 
-#include "courier/detail/assert.hpp"
-#include "courier/detail/runtime.hpp"
+#include "courier/actor_ref.hpp"
+#include "courier/detail/actor_base.hpp"
 #include "courier/detail/pending.hpp"
 #include "courier/detail/type_list.hpp"
-#include "courier/interface.hpp"
-#include "courier/detail/mailbox.hpp"
-#include "courier/detail/message.hpp"
 #include "courier/response_promise.hpp"
 #include "courier/system_messages.hpp"
 #include "courier/timer.hpp"
 
 namespace courier {
 
-template <class T>
-class actor_ref;
 class system;
-
-namespace detail {
-
-enum class resume_result : std::uint8_t { idle, reschedule, stopped };
-
-struct actor_ops {
-  resume_result (*resume)(actor_base* self, std::uint32_t budget);
-  /// Destroys a user message that will never be handled and fails its request, if any.
-  void (*discard)(message_header* msg, const error& why) noexcept;
-  void (*destroy)(actor_base* self) noexcept;
-  const char* (*name)() noexcept;
-  /// The type name of the message with this index in the actor's list (for dead letters).
-  const char* (*message_name)(std::uint16_t type) noexcept;
-};
-
-/// What a stopping actor does for one entry of its watcher list.
-enum class link_kind : std::uint8_t {
-  monitor,        ///< send `down` (type `down_type`) to the watcher
-  notify_parent,  ///< the watcher is this linked child's parent: send it a child_exit message
-  stop_child,     ///< the watcher is a linked child of this actor: stop it with parent_stopped
-};
-
-/// `down_type` of a parent that does not accept `courier::down`.
-inline constexpr std::uint16_t no_down_type = 0xffff;
-
-/// A watcher's registration on the actor it monitors (or one side of a parent-child link). The
-/// list is pushed to by any thread (CAS on the head) and only unlinked by its owner's thread.
-struct monitor_link {
-  monitor_link* next;
-  actor_base* watcher;  // strong reference
-  std::uint16_t down_type;
-  link_kind kind = link_kind::monitor;
-};
-
-/// What producers read next to the mailbox word: set at spawn, then read-mostly.
-struct actor_identity {
-  system_core* core = nullptr;
-  const actor_ops* ops = nullptr;
-  std::uint64_t id = 0;
-  actor_base* registry_prev = nullptr;  // guarded by the system's registry mutex
-  actor_base* registry_next = nullptr;
-  std::atomic<std::uint32_t> refs{1};  // the first reference keeps a running actor alive
-};
-
-/// The part of every actor that does not depend on its message list. Allocated 64-byte aligned
-/// so that the mailbox's two halves land on separate cache lines.
-class actor_base {
- public:
-  actor_base(const actor_base&) = delete;
-  actor_base& operator=(const actor_base&) = delete;
-
-  std::uint64_t id() const noexcept { return mailbox_.shared.id; }
-  const char* name() const noexcept { return mailbox_.shared.ops->name(); }
-  system_core* core() const noexcept { return mailbox_.shared.core; }
-
-  void add_ref() noexcept { mailbox_.shared.refs.fetch_add(1, std::memory_order_relaxed); }
-  void release() noexcept {
-    if (mailbox_.shared.refs.fetch_sub(1, std::memory_order_acq_rel) == 1) mailbox_.shared.ops->destroy(this);
-  }
-
-  /// Normal lane, never refused for capacity (a graceful stop request, a delayed message):
-  /// enqueues and schedules; on a closed mailbox returns false and leaves `msg` to the caller.
-  bool enqueue(message_header* msg) noexcept {
-    if (this == current_actor && stop_requested_) return false;
-    return scheduled(mailbox_.push(msg));
-  }
-
-  /// Normal lane for sends and requests: `queued` (scheduled if need be), `full` (a bounded
-  /// mailbox at capacity) or `closed`; unless queued, `msg` stays the caller's.
-  push_result try_enqueue(message_header* msg) noexcept {
-    if (this == current_actor) {  // a message to itself from its own handler: no atomics
-      if (stop_requested_) return push_result::closed;
-      return mailbox_.push_local(msg);
-    }
-    push_result r = mailbox_.try_push(msg);
-    if (r == push_result::woke_reader) {
-      schedule(this);
-      return push_result::queued;
-    }
-    return r;
-  }
-
-  /// Urgent lane (replies, stop requests, down): served before anything queued and never
-  /// refused for capacity. False (leaving `msg` to the caller) when the actor has stopped.
-  bool enqueue_urgent(message_header* msg) noexcept {
-    if (this == current_actor && stop_requested_) return false;
-    return scheduled(mailbox_.push_urgent(msg));
-  }
-
-  resume_result resume(std::uint32_t budget) { return mailbox_.shared.ops->resume(this, budget); }
-
-  /// Asks the actor to stop. Graceful (`urgent` false): behind the messages already queued.
-  /// Urgent: after the message being handled; what is queued is then dropped (dead letters,
-  /// failed requests). A stopped actor ignores it.
-  void request_exit(errc reason, bool urgent = false) {
-    auto* slot = pool::make<exit_slot>();
-    slot->type = exit_type;
-    slot->reply_to = nullptr;
-    slot->reason = reason;
-    if (!(urgent ? enqueue_urgent(slot) : enqueue(slot))) pool::destroy(slot);
-  }
-
-  /// Messages waiting in the normal lane; see mailbox::queued for how approximate. Any thread.
-  std::size_t queued() const noexcept { return mailbox_.queued(); }
-  std::size_t mailbox_capacity() const noexcept { return mailbox_.capacity(); }
-
-  /// Adds `link` to the watchers told when this actor stops; false if it already has.
-  bool add_monitor(monitor_link* link) noexcept;
-
-  /// Copies the reason this actor stopped with; valid once it has stopped.
-  error exit_reason() const;
-
-  /// True once the actor has stopped (its monitors have been told). Thread-safe.
-  bool has_stopped() const noexcept;
-
-  /// Links a just-built `child` (not yet started) to this running parent: the child stops with
-  /// parent_stopped when this actor stops; this actor is told when the child stops (see
-  /// handle_child_exit). `down_type` is this actor's index of `down`, or no_down_type.
-  void link_child(actor_base* child, std::uint16_t down_type);
-
-  actor_identity& identity() noexcept { return mailbox_.shared; }
-
- protected:
-  actor_base() noexcept = default;
-  ~actor_base() { delete exit_reason_; }
-
-  /// Replies, failed requests and stop requests: the messages every actor accepts.
-  void handle_system(message_header* msg);
-  /// Drops the link to a stopped child and reports its exit: `down` when this actor accepts it,
-  /// else an abnormal exit stops this actor with the child's reason.
-  void handle_child_exit(child_exit_slot* slot);
-  /// Tells the parent on the other end of `link` that this actor stopped (from terminate).
-  void notify_parent(monitor_link* link, const error& reason);
-  /// Removes this actor's link to `child` (this actor's thread only) and drops its reference.
-  void unlink_child(actor_base* child) noexcept;
-  static void discard_system(message_header* msg) noexcept;
-
-  /// Closes the mailbox, fails what was queued, tells the monitors and leaves the registry. The
-  /// caller then drops the actor's own reference, which may free it.
-  void terminate(const error& reason) noexcept;
-
-  bool scheduled(push_result r) noexcept {
-    if (r == push_result::woke_reader) schedule(this);
-    return r != push_result::closed;
-  }
-
-  template <class Derived, class... Msgs>
-  friend class actor_impl_access;
-  template <class T>
-  friend class courier::actor_ref;
-  friend class courier::system;
-  friend class system_core;
-  friend class timer_service;
-  friend bool register_actor(system_core*, actor_base*);
-
-  // First cache line: the producers' word plus identity fields that are written rarely.
-  // Second line: the consumer's cursor and the fields below, then the derived actor's state.
-  // no_unique_address lets stop_requested_ sit in the mailbox's tail padding (Itanium ABI).
-  [[no_unique_address]] mailbox<actor_identity> mailbox_;
-  bool stop_requested_ = false;
-  std::atomic<monitor_link*> monitors_{nullptr};
-  error* exit_reason_ = nullptr;  // set (only when abnormal) before monitors_ is closed
-};
-
-// An actor with one pointer of state fits a 128-byte pool slot (W4's memory per actor).
-static_assert(sizeof(actor_base) <= 112, "courier: actor_base grew past its cache-line budget");
-
-/// A stopped actor's monitor list holds this marker: later monitors get `down` at once.
-inline monitor_link* const monitors_closed = reinterpret_cast<monitor_link*>(std::uintptr_t{1});
-
-inline bool actor_base::has_stopped() const noexcept {
-  return monitors_.load(std::memory_order_acquire) == monitors_closed;
-}
-
-/// The system that owns `core`; valid while that system exists.
-courier::system* system_of(const system_core* core) noexcept;
-
-/// Detects the optional start hook (public, or reachable by befriending courier::actor).
-template <class T>
-concept has_on_start = requires(T& t) { t.on_start(); };
-
-/// Queues the start message of an actor with on_start(); called once, at spawn.
-inline void queue_start(actor_base* a) {
-  auto* slot = pool::make<start_slot>();
-  slot->type = start_type;
-  slot->reply_to = nullptr;
-  if (!a->enqueue(slot)) pool::destroy(slot);
-}
-
-/// Names the actor and the message in the compiler's "required from" trail when a send does not
-/// type-check, e.g. `courier::detail::actor_does_not_accept<counter, reset>`.
-template <class Actor, class Message>
-struct actor_does_not_accept {
-  static_assert(sizeof(Actor*) == 0,
-                "courier: this actor does not accept this message type; add it to the actor's message list "
-                "(see actor_does_not_accept<Actor, Message> in the instantiation trail above)");
-};
-
-/// The same for a send through an interface ref, e.g. `interface_does_not_declare<counter_api, reset>`.
-template <class Interface, class Message>
-struct interface_does_not_declare {
-  static_assert(sizeof(Interface*) == 0,
-                "courier: this interface does not declare this message type; add `Reply(Message)` to it "
-                "(see interface_does_not_declare<Interface, Message> in the instantiation trail above)");
-};
-
-template <class Actor, class Message>
-constexpr bool check_accepts() {
-  if constexpr (Actor::template accepts<Message>) {
-    return true;
-  } else if constexpr (is_interface<Actor>) {
-    (void)interface_does_not_declare<Actor, Message>{};
-    return false;
-  } else {
-    (void)actor_does_not_accept<Actor, Message>{};
-    return false;
-  }
-}
-
-/// Names the actor and the message when a declared message has no `on(const Message&)` handler.
-template <class Actor, class Message>
-struct actor_has_no_handler_for {
-  static_assert(sizeof(Actor*) == 0,
-                "courier: the actor declares this message type but has no handler `on(const Message&)` for it "
-                "(see actor_has_no_handler_for<Actor, Message> in the instantiation trail above)");
-};
-
-template <class Actor, class Message>
-constexpr bool check_handler() {
-  if constexpr (requires(Actor& a, Message& m) { a.on(m); }) {
-    return true;
-  } else {
-    (void)actor_has_no_handler_for<Actor, Message>{};
-    return false;
-  }
-}
-
-template <class R>
-inline constexpr bool is_deferred_reply = false;
-template <class R>
-inline constexpr bool is_deferred_reply<response_promise<R>> = true;
-template <class R>
-inline constexpr bool is_deferred_reply<delegated<R>> = true;
-
-/// Sets `current_request` around a deferring handler, and clears it even when the handler throws.
-struct current_request_scope {
-  explicit current_request_scope(message_header* m) noexcept { current_request = m; }
-  ~current_request_scope() { current_request = nullptr; }
-};
-
-template <class M>
-const char* type_name_of() noexcept {
-  return typeid(M).name();
-}
-
-/// Actors are allocated at least 64-byte aligned (see actor_base), more if the type asks for it.
-template <class T>
-inline constexpr std::size_t actor_alignment = alignof(T) > pool::max_alignment ? alignof(T) : pool::max_alignment;
-
-struct current_actor_scope {
-  actor_base* previous;
-  explicit current_actor_scope(actor_base* a) noexcept : previous(current_actor) { current_actor = a; }
-  ~current_actor_scope() { current_actor = previous; }
-};
-
-}  // namespace detail
 
 /// Base of every actor. `Derived` handles each of `Msgs...` with a member `on(const M&)`; the
 /// return type is the reply type for requests (void replies with `unit`).
@@ -410,12 +144,6 @@ class actor : public detail::actor_base {
 
   actor_ref<Derived> self_;  // adopts the keep-alive reference; dropped when the actor stops
 };
-
-}  // namespace courier
-
-#include "courier/actor_ref.hpp"
-
-namespace courier {
 
 template <class Derived, class... Msgs>
 template <class T>

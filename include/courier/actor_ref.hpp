@@ -1,7 +1,10 @@
 #pragma once
 /// @file
 /// Typed handles to actors. `actor_ref<counter>` only sends what `counter` accepts: a wrong send
-/// does not compile, and the error names both the actor and the message.
+/// does not compile, and the error names both the actor and the message. Holds `actor_ref`
+/// (send, try_send, delayed_send, stop, and the declarations of request and ask), `send_result`
+/// and the delayed-send timer record; the request side (`request_handle`, ask's body) is in
+/// request.hpp, included at the end. Needs only detail/actor_base.hpp, not actor.hpp.
 ///
 /// Thread-safety: distinct refs are safe to use from any threads; one ref object shared between
 /// threads is safe for concurrent const calls (send, request, ask), not for assignment.
@@ -14,7 +17,7 @@
 #include <typeinfo>
 #include <utility>
 
-#include "courier/actor.hpp"
+#include "courier/detail/actor_base.hpp"
 #include "courier/detail/pending.hpp"
 #include "courier/interface.hpp"
 #include "courier/timer.hpp"
@@ -258,146 +261,6 @@ class actor_ref {
   [[no_unique_address]] detail::index_map_for<T> map_{};
 };
 
-template <class T, class M>
-class [[nodiscard]] request_handle {
- public:
-  using reply_type = reply_type_t<T, M>;
-
-  template <class Msg>
-  request_handle(const actor_ref<T>& target, Msg&& msg, timespan timeout)
-      : target_(target), msg_(std::forward<Msg>(msg)), timeout_(timeout) {}
-  request_handle(request_handle&&) = default;
-  request_handle& operator=(request_handle&&) = delete;
-
-  /// A request dropped without `.then` is not lost: it is sent as a one-way message (its reply is
-  /// dropped) and counted in `system::unawaited_requests()`.
-  ~request_handle() {
-    detail::actor_base* target = target_.base();
-    if (target == nullptr) return;
-    detail::count_unawaited_request(target->core());
-    try {
-      (void)target_.send(std::move(msg_));
-    } catch (...) {
-      // The message could not be copied: nothing was sent, and a destructor must not throw.
-    }
-  }
-
-  /// Sends the request. Exactly one of the two runs: `on_value(reply)` (or `on_value()` for a
-  /// unit reply) or `on_error(const courier::error&)`.
-  template <class F, class G>
-  void then(F on_value, G on_error) && {
-    static_assert(std::is_invocable_v<G&, const error&>, "courier: the error continuation takes const courier::error&");
-    using pending = detail::callback_pending<reply_type, F, G>;
-    const actor_ref<T> target_ref = std::move(target_);  // sent: the destructor has nothing left to do
-    detail::actor_base* target = target_ref.base();
-    if (target == nullptr) {  // nowhere to send it: fail at once, on this thread
-      on_error(error(errc::empty_reference, "request through an empty actor_ref"));
-      return;
-    }
-    auto* p = pool::make<pending>(std::move(on_value), std::move(on_error));
-    // The message first: if its constructor throws, nothing else has been taken yet.
-    detail::message_slot<M>* slot;
-    try {
-      slot = detail::make_message<M>(target_ref.template message_index<M>(), p, std::move(msg_));
-    } catch (...) {
-      pool::destroy(p);
-      throw;
-    }
-    p->core = target->core();
-    if (detail::actor_base* requester = detail::current_actor) {
-      requester->add_ref();
-      p->requester = requester;
-      p->core = requester->core();  // the requester's clock times its deadline
-    }
-    if (timeout_ != infinite) {
-      p->has_timer = true;
-      detail::start_request_timer(p->core, p, timeout_);
-    }
-    const detail::push_result r = target->try_enqueue(slot);
-    if (r == detail::push_result::queued) [[likely]]
-      return;
-    // Not a dead letter: the requester learns of it through on_error.
-    pool::destroy(slot);
-    if (r == detail::push_result::full) {
-      detail::reply_error(p, error(errc::mailbox_full, "the target's mailbox was full"));
-      return;
-    }
-    detail::reply_error(p, error(errc::actor_stopped, "the target had stopped before the request was sent"));
-  }
-
- private:
-  actor_ref<T> target_;
-  M msg_;
-  timespan timeout_;
-};
-
-template <class T>
-template <class M>
-auto actor_ref<T>::ask(M&& msg, timespan timeout) const {
-  using message = std::remove_cvref_t<M>;
-  using reply = reply_type_t<T, message>;
-  using outcome = result<reply>;
-  static_assert(detail::check_accepts<T, message>());
-  if (ptr_ == nullptr) return outcome(failure_tag, error(errc::empty_reference, "ask through an empty actor_ref"));
-  if (detail::current_actor != nullptr || detail::on_worker_thread())
-    return outcome(failure_tag, error(errc::would_deadlock, "ask() blocks; use request(...).then(...) from actors and workers"));
-  auto* p = pool::make<detail::ask_pending<reply>>();
-  p->core = ptr_->core();
-  struct releaser {
-    detail::pending_base* p;
-    ~releaser() { detail::release(p); }
-  } guard{p};  // this caller's reference; the message's is added once the message exists
-  auto* slot = detail::make_message<message>(message_index<message>(), p, std::forward<M>(msg));
-  p->refs.store(2, std::memory_order_relaxed);
-  // Not a dead letter when refused: the caller learns of it from the result.
-  if (const detail::push_result r = ptr_->try_enqueue(slot); r != detail::push_result::queued) {
-    pool::destroy(slot);
-    detail::release(p);
-    if (r == detail::push_result::full)
-      return outcome(failure_tag, error(errc::mailbox_full, "the target's mailbox was full"));
-    return outcome(failure_tag, error(errc::actor_stopped, "the target had stopped before the request was sent"));
-  }
-  if (detail::uses_virtual_clock(p->core)) {
-    // Deterministic: the deadline is on the virtual clock. Run what is runnable; when nothing is,
-    // move the clock to the next timer (or to the deadline) so the wait always ends.
-    const std::int64_t now = detail::timer_now_ns(p->core);
-    const std::int64_t limit = timeout.count() >= INT64_MAX - now ? INT64_MAX : now + std::max<std::int64_t>(timeout.count(), 0);
-    while (p->ready.load(std::memory_order_acquire) == 0) {
-      if (detail::run_one(p->core)) continue;
-      if (detail::advance_idle(p->core, limit)) continue;
-      std::uint32_t expected = 0;
-      if (p->state.compare_exchange_strong(expected, 2, std::memory_order_acq_rel)) {
-        if (timeout == infinite)
-          return outcome(failure_tag, error(errc::would_deadlock, "ask on a deterministic system: nothing left to run or fire"));
-        return outcome(failure_tag, error(errc::request_timeout, "no reply before the ask deadline (virtual clock)"));
-      }
-    }
-    if (p->value) return outcome(std::in_place, std::move(*p->value));
-    return outcome(failure_tag, p->err);
-  }
-  const auto start = std::chrono::steady_clock::now();
-  const auto deadline = timeout >= std::chrono::steady_clock::time_point::max() - start
-                            ? std::chrono::steady_clock::time_point::max()
-                            : start + timeout;  // saturates: courier::infinite waits without limit
-  const bool manual = detail::is_manual(p->core);
-  while (p->ready.load(std::memory_order_acquire) == 0) {
-    auto now = std::chrono::steady_clock::now();
-    if (now >= deadline) break;
-    if (manual && detail::run_one(p->core)) continue;
-    auto wait = deadline - now;
-    if (manual && wait > std::chrono::milliseconds(1)) wait = std::chrono::milliseconds(1);
-    detail::futex_wait_for(&p->ready, 0, std::chrono::duration_cast<timespan>(wait));
-  }
-  if (p->ready.load(std::memory_order_acquire) == 0) {
-    std::uint32_t expected = 0;
-    if (p->state.compare_exchange_strong(expected, 2, std::memory_order_acq_rel))
-      return outcome(failure_tag, error(errc::request_timeout, "no reply before the ask deadline"));
-    while (p->ready.load(std::memory_order_acquire) == 0) detail::futex_wait(&p->ready, 0);  // settling now
-  }
-  if (p->value) return outcome(std::in_place, std::move(*p->value));
-  return outcome(failure_tag, p->err);
-}
-
 template <class T>
 void actor_ref<T>::stop() const {
   if (ptr_ != nullptr) ptr_->request_exit(errc::stopped_by_request, true);
@@ -408,10 +271,7 @@ void actor_ref<T>::stop_after_queued() const {
   if (ptr_ != nullptr) ptr_->request_exit(errc::stopped_by_request, false);
 }
 
-namespace detail {
-
-inline bool deliver_to(actor_base* actor, message_header* msg) noexcept { return actor->enqueue_urgent(msg); }
-inline void release_actor(actor_base* actor) noexcept { actor->release(); }
-
-}  // namespace detail
 }  // namespace courier
+
+// request_handle and ask's body need actor_ref complete.
+#include "courier/request.hpp"

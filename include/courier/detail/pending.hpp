@@ -4,6 +4,12 @@
 /// caller of `ask`), shared by the request message, the reply on its way back and the time-out
 /// timer through a reference count. Whoever settles it first (reply, error or time-out) wins the
 /// `state` word; the others are discarded.
+///
+/// Private machinery: the record (`pending_base`), `reply_value` / `reply_error` (how a handler's
+/// answer or a failure travels back), `callback_pending` (behind `request(...).then`) and
+/// `ask_pending` (behind `ask`). The path of one request is written down in request.hpp.
+/// Thread-safety: a record is shared by several threads through its reference count; only the
+/// one that wins `claim` touches the continuation or the waiting caller's slot.
 
 #include <atomic>
 #include <chrono>
@@ -20,7 +26,7 @@
 
 namespace courier::detail {
 
-// Defined in actor.hpp once actor_base is complete.
+// Defined in detail/actor_base.hpp, once actor_base is complete.
 bool deliver_to(actor_base* actor, message_header* msg) noexcept;
 void release_actor(actor_base* actor) noexcept;
 
