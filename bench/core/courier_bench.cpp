@@ -116,8 +116,7 @@ int main(int argc, char** argv) {
   std::printf("machine: %s\n", courier_bench::machine_description().c_str());
   std::printf("mode: %s, median of %d run(s) per figure\n", quick ? "quick" : "full", runs);
   if (opts.only == "W8") {
-    w6_line(runs, n.w6_leaves);
-  w8_line(runs, n.w8_requests);
+    w8_line(runs, n.w8_requests);
     return 0;
   }
   if (opts.only == "W6") {

@@ -273,21 +273,6 @@ class heart : public courier::actor<heart, beat, begin_beat> {
   courier::timer_handle handle_;
 };
 
-class bounded_sink : public courier::actor<bounded_sink, tick, total> {
- public:
-  static constexpr std::size_t mailbox_capacity = 64;
-  void on(const tick& t) {
-    sum_ += t.n;
-    seen_.fetch_add(1, std::memory_order_release);
-  }
-  std::uint64_t on(const total&) { return sum_; }
-  std::atomic<std::uint64_t>& seen() { return seen_; }
-
- private:
-  std::uint64_t sum_ = 0;
-  std::atomic<std::uint64_t> seen_{0};
-};
-
 }  // namespace
 
 TEST_CASE("periodic ticks allocate nothing in steady state", "[allocation]") {
@@ -310,8 +295,8 @@ TEST_CASE("periodic ticks allocate nothing in steady state", "[allocation]") {
 TEST_CASE("sends to a bounded mailbox, accepted or refused, allocate nothing in steady state", "[allocation]") {
   courier_test::watchdog wd{"allocation: bounded", std::chrono::seconds(60)};
   courier::system sys;
-  auto s = sys.spawn<bounded_sink>();
-  auto* sink = static_cast<bounded_sink*>(static_cast<courier::detail::actor_base*>(s.base()));
+  auto s = sys.spawn<sink>(courier::spawn_options{.mailbox_capacity = 64});
+  auto* receiver = static_cast<sink*>(static_cast<courier::detail::actor_base*>(s.base()));
   std::uint64_t sent = 0, refused = 0;
   // Bursts of 256 into a mailbox of 64: some are refused (the slot goes back to the pool),
   // then wait until everything accepted was handled.
@@ -323,7 +308,7 @@ TEST_CASE("sends to a bounded mailbox, accepted or refused, allocate nothing in 
         else
           ++refused;
       }
-      while (sink->seen().load(std::memory_order_acquire) < sent) std::this_thread::yield();
+      while (receiver->seen().load(std::memory_order_acquire) < sent) std::this_thread::yield();
     }
   };
   bursts(100);  // warm-up
