@@ -171,36 +171,66 @@ TEST_CASE("registry: actors register in on_start and look each other up from han
 }
 
 TEST_CASE("registry: concurrent put, get and erase from many threads", "[registry][concurrent]") {
+  // Every assertion here holds for any interleaving (the threads may well run one after another on
+  // a loaded machine): exactly one of the racing puts of one name wins, and the entries left equal
+  // the successful puts minus the successful erases.
   courier_test::watchdog wd("registry concurrent");
   courier::system sys{courier::config{}};
   std::vector<courier::actor_ref<store>> actors;
   for (int i = 0; i < 8; ++i) actors.push_back(sys.spawn<store>(i));
-  std::atomic<int> found{0};
-  std::atomic<int> taken{0};
+  constexpr int threads_n = 4;
+  std::atomic<int> contended_won{-1};
+  std::atomic<int> contended_taken{0};
+  std::atomic<int> puts{0};
+  std::atomic<int> erases{0};
+  std::atomic<int> wrong_value{0};
+  std::atomic<int> ready{0};
   std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t) {
+  for (int t = 0; t < threads_n; ++t) {
     threads.emplace_back([&, t] {
+      ready.fetch_add(1);
+      while (ready.load() < threads_n) std::this_thread::yield();
+      auto mine = actors[static_cast<std::size_t>(t)];
+      if (auto r = sys.registry().put("contended", mine); r.has_value()) {
+        int none = -1;
+        if (!contended_won.compare_exchange_strong(none, t)) contended_won.store(-2);  // two winners
+      } else if (r.err() == errc::name_taken) {
+        contended_taken.fetch_add(1);
+      }
       for (int i = 0; i < 2000; ++i) {
-        const std::string name = std::string("n").append(std::to_string(i % 16));
+        const int k = i % 16;
+        const std::string name = std::string("n").append(std::to_string(k));
         switch ((i + t) % 3) {
-          case 0:
-            if (sys.registry().put(name, actors[static_cast<std::size_t>((i + t) % 8)]).err() == errc::name_taken)
-              taken.fetch_add(1);
+          case 0: {
+            // Name k is only ever put with actor k % 8, so whoever finds it knows the value.
+            if (sys.registry().put(name, actors[static_cast<std::size_t>(k % 8)]).has_value()) puts.fetch_add(1);
             break;
+          }
           case 1:
-            if (auto r = sys.registry().get<store>(name); r.has_value()) found.fetch_add(1);
+            if (auto r = sys.registry().get<store>(name); r.has_value()) {
+              if (*r != actors[static_cast<std::size_t>(k % 8)]) wrong_value.fetch_add(1);
+            }
             break;
-          default: sys.registry().erase(name); break;
+          default:
+            if (sys.registry().erase(name)) erases.fetch_add(1);
+            break;
         }
       }
     });
   }
   for (auto& th : threads) th.join();
-  CHECK(found.load() > 0);
-  CHECK(taken.load() > 0);
-  for (int i = 0; i < 16; ++i) {
-    const std::string name = std::string("n").append(std::to_string(i));
+  REQUIRE(contended_won.load() >= 0);
+  CHECK(contended_taken.load() == threads_n - 1);
+  auto winner = sys.registry().get<store>("contended");
+  REQUIRE(winner.has_value());
+  CHECK(*winner == actors[static_cast<std::size_t>(contended_won.load())]);
+  CHECK(winner->ask(get{}, 5s).value() == contended_won.load());
+  CHECK(wrong_value.load() == 0);
+  CHECK(puts.load() > 0);
+  CHECK(sys.registry().size() == static_cast<std::size_t>(puts.load() - erases.load()) + 1);
+  for (int k = 0; k < 16; ++k) {
+    const std::string name = std::string("n").append(std::to_string(k));
     auto r = sys.registry().get<store>(name);
-    if (r.has_value()) CHECK(r->ask(get{}, 5s).has_value());
+    if (r.has_value()) CHECK(r->ask(get{}, 5s).value() == k % 8);
   }
 }
