@@ -406,6 +406,9 @@ struct initiate_request {
 /// posted to it, and the executor counts as busy until then. Without one, the handler runs where
 /// a `then` continuation would: in the requesting actor, or on the system's host lane (in
 /// embedded mode, inside the loop's turn on the io_context's thread). Never inside this call.
+/// Failures reach the handler as errors, with one exception: through an empty `ref` and without
+/// an executor there is no system to run the handler on, so this throws std::system_error
+/// (errc::empty_reference), as `then` does.
 template <class T, class M, class Token>
 auto async_request(const actor_ref<T>& ref, M&& msg, courier::timespan timeout, Token&& token) {
   using message = std::remove_cvref_t<M>;

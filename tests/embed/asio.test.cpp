@@ -16,6 +16,7 @@
 #include <functional>
 #include <optional>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
 
 #include "courier/courier.hpp"
@@ -405,7 +406,7 @@ TEST_CASE("asio async_request: co_await in embedded mode", "[asio][embedded]") {
   CHECK(shut_down(io, loop).clean);
 }
 
-TEST_CASE("asio async_request: a callback without an executor runs on the host lane, not inline",
+TEST_CASE("asio async_request: a callback without an executor runs on the host lane; none runs inline",
           "[asio][embedded]") {
   courier_test::watchdog wd("asio callback host lane");
   ::asio::io_context io;
@@ -425,10 +426,16 @@ TEST_CASE("asio async_request: a callback without an executor runs on the host l
       ran_on = std::this_thread::get_id();
       got = std::move(r);
     });
-    courier::asio::async_request(courier::actor_ref<counter>{}, get{}, 1s, [&](courier::result<sample> r) {
-      CHECK(returned);
-      failed = std::move(r);
-    });
+    // Through an empty ref there is no host lane to run on: it throws, as then() does...
+    CHECK_THROWS_AS(courier::asio::async_request(courier::actor_ref<counter>{}, get{}, 1s,
+                                                 [](courier::result<sample>) { FAIL("ran without a system"); }),
+                    std::system_error);
+    // ...and with an executor the handler is told, later.
+    courier::asio::async_request(courier::actor_ref<counter>{}, get{}, 1s,
+                                 ::asio::bind_executor(io, [&](courier::result<sample> r) {
+                                   CHECK(returned);
+                                   failed = std::move(r);
+                                 }));
     returned = true;
   });
   REQUIRE(run_until(io, [&] { return got.has_value() && failed.has_value(); }));
