@@ -169,6 +169,7 @@ struct loop_state : std::enable_shared_from_this<loop_state> {
   }
 
   void after_turn(bool more) {
+    if (closed) return;  // the turn's own code stopped or destroyed the loop
     if (shutting_down && ((!more && sys->stopped()) || clock::now() >= shutdown_deadline)) {
       finish();
       return;
@@ -206,6 +207,14 @@ struct loop_state : std::enable_shared_from_this<loop_state> {
   void begin_shutdown(courier::timespan deadline, std::unique_ptr<shutdown_completion> done) {
     completions.push_back(std::move(done));
     if (finished) {
+      complete_all();
+      return;
+    }
+    if (sys == nullptr) {
+      // The loop was destroyed before this posted request ran; its system may be gone too.
+      report.clean = false;
+      report.unfinished = {"(courier::asio::embedded_loop destroyed before async_shutdown began)"};
+      finished = true;
       complete_all();
       return;
     }
@@ -251,7 +260,7 @@ struct loop_state : std::enable_shared_from_this<loop_state> {
     release_wake();
   }
 
-  courier::system* sys;
+  courier::system* sys;  // null once the loop is destroyed
   std::size_t budget;
   ::asio::posix::stream_descriptor wake;
   ::asio::steady_timer timer;
@@ -300,7 +309,10 @@ class embedded_loop {
   embedded_loop& operator=(const embedded_loop&) = delete;
 
   /// Stops driving (as `stop`); it does not shut the system down.
-  ~embedded_loop() { state_->close(); }
+  ~embedded_loop() {
+    state_->close();
+    state_->sys = nullptr;  // the system may go next; queued handlers must not reach it
+  }
 
   executor_type get_executor() const noexcept { return state_->wake.get_executor(); }
 

@@ -322,6 +322,44 @@ TEST_CASE("asio embedded_loop: async_shutdown of an empty system completes at on
   CHECK(sys.stopped());
 }
 
+TEST_CASE("asio embedded_loop: async_shutdown asked from a host continuation, inside a turn", "[asio][embedded]") {
+  courier_test::watchdog wd("asio shutdown from a continuation");
+  ::asio::io_context io;
+  courier::system sys{courier::config::embedded()};
+  courier::asio::embedded_loop loop(io, sys);
+  std::atomic<int> stops{0};
+  auto c = sys.spawn<counter>(&stops);
+  std::optional<courier::shutdown_report> report;
+  ::asio::post(io, [&] {
+    c.request(get{}, 1s).then(
+        [&](sample) { loop.async_shutdown([&](courier::shutdown_report r) { report = std::move(r); }); },
+        [](const courier::error& e) { FAIL(e.describe()); });
+  });
+  const auto start = std::chrono::steady_clock::now();
+  io.run_for(10s);  // returns once the loop has let go of everything
+  CHECK(std::chrono::steady_clock::now() - start < 5s);
+  REQUIRE(report.has_value());
+  CHECK(report->clean);
+  CHECK(stops == 1);
+  CHECK(sys.stopped());
+}
+
+TEST_CASE("asio embedded_loop: an async_shutdown still queued when the loop is destroyed completes, unclean",
+          "[asio][embedded]") {
+  courier_test::watchdog wd("asio shutdown after the loop");
+  ::asio::io_context io;
+  std::optional<courier::shutdown_report> report;
+  {
+    courier::system sys{courier::config::embedded()};
+    courier::asio::embedded_loop loop(io, sys);
+    (void)sys.spawn<counter>();
+    loop.async_shutdown([&](courier::shutdown_report r) { report = std::move(r); });  // posted, not run yet
+  }  // the loop, then the system: the queued request must not reach either
+  io.run_for(5s);
+  REQUIRE(report.has_value());
+  CHECK_FALSE(report->clean);
+}
+
 TEST_CASE("asio embedded_loop: destroyed before its system, it releases wake_fd and the system goes on",
           "[asio][embedded]") {
   courier_test::watchdog wd("asio loop destroyed");
