@@ -315,6 +315,29 @@ TEST_CASE("asio embedded_loop: async_shutdown stops every actor and leaves wake_
   CHECK(again->clean);
 }
 
+TEST_CASE("asio embedded_loop: ask from an asio handler on the io thread runs the system while it waits",
+          "[asio][embedded]") {
+  courier_test::watchdog wd("asio ask on the io thread");
+  ::asio::io_context io;
+  courier::system sys{courier::config::embedded()};
+  courier::asio::embedded_loop loop(io, sys);
+  auto c = sys.spawn<counter>();
+  std::optional<courier::result<sample>> asked;
+  std::optional<courier::result<sample>> asked_in_continuation;
+  ::asio::post(io, [&] {
+    (void)c.send(add{4});
+    asked = c.ask(get{}, 5s);  // the io thread drives the system: ask runs it meanwhile
+    c.request(get{}, 5s).then([&](sample) { asked_in_continuation = c.ask(get{}, 5s); },
+                              [](const courier::error& e) { FAIL(e.describe()); });
+  });
+  REQUIRE(run_until(io, [&] { return asked_in_continuation.has_value(); }));
+  REQUIRE(asked->has_value());
+  CHECK((*asked)->total == 4);
+  REQUIRE(asked_in_continuation->has_value());
+  CHECK((*asked_in_continuation)->total == 4);
+  CHECK(shut_down(io, loop).clean);
+}
+
 TEST_CASE("asio embedded_loop: async_shutdown past its deadline completes with system::shutdown's report",
           "[asio][embedded]") {
   courier_test::watchdog wd("asio shutdown deadline");
