@@ -423,6 +423,7 @@ TEST_CASE("on_wake: a host without descriptors is called once per batch of new w
   cfg.on_wake = &on_wake;
   cfg.wake_context = &w;
   courier::system sys{cfg};
+  CHECK(sys.wake_fd() == -1);  // a callback instead of a descriptor
   auto c = sys.spawn<counter>();
   sys.run_until_idle();
   w.calls.store(0);
