@@ -13,7 +13,8 @@
 //   E2        threaded Courier (one worker); `then(executor, ...)` with an executor that
 //             asio::post()s to the io_context, so the continuation runs on the io thread.
 // Each figure is the median of N runs (default 5); in every run the three servers run one after
-// another with the same client, and ratio = courier req/s / baseline req/s of that run. p99 is the
+// another (the order turning from run to run), each with a fresh client and a fresh Courier
+// system, and ratio = courier req/s / baseline req/s of that run. p99 is the
 // 99th percentile of the per-request round-trip time seen by the client. --quick is the CI smoke
 // run (1,000 requests, one run).
 //
@@ -486,11 +487,18 @@ int main(int argc, char** argv) {
   for (const std::size_t connections : {std::size_t{1}, std::size_t{8}, std::size_t{64}}) {
     series base, embedded, threaded;
     for (int run = 0; run < std::max(opts.runs, 1); ++run) {
-      // The same three in one run, so that a change in the machine's load hits them alike.
-      const run_result b = run_once<baseline_backend>(connections, requests);
+      // The three one after another in one run, so that a change in the machine's load hits them
+      // alike; the order turns from run to run, so that none always goes first.
+      run_result b, e, t;
+      for (int k = 0; k < 3; ++k) {
+        const int which = (k + run) % 3;
+        if (which == 0) b = run_once<baseline_backend>(connections, requests);
+        if (which == 1 && e1) e = run_once<embedded_backend>(connections, requests);
+        if (which == 2 && e2) t = run_once<threaded_backend>(connections, requests);
+      }
       base.add(b, nullptr);
-      if (e1) embedded.add(run_once<embedded_backend>(connections, requests), &b);
-      if (e2) threaded.add(run_once<threaded_backend>(connections, requests), &b);
+      if (e1) embedded.add(e, &b);
+      if (e2) threaded.add(t, &b);
       if (!(base.ok && embedded.ok && threaded.ok)) break;  // a broken server: no point in more runs
     }
     std::printf("baseline asio-plain conns=%zu req_s=%.0f p99_us=%.1f%s\n", connections, median(base.rate),
