@@ -124,7 +124,7 @@ class actor : public detail::actor_base {
   template <class T>
   friend class actor_ref;
 
-  static detail::resume_result resume_impl(detail::actor_base* base, std::uint32_t budget);
+  static detail::resume_result resume_impl(detail::actor_base* base, std::uint32_t budget, std::uint32_t& ran);
   static void discard_impl(detail::message_header* msg, const error& why) noexcept;
   static void destroy_impl(detail::actor_base* base) noexcept;
 
@@ -347,12 +347,18 @@ void actor<Derived, Msgs...>::discard_impl(detail::message_header* msg, const er
 }
 
 template <class Derived, class... Msgs>
-detail::resume_result actor<Derived, Msgs...>::resume_impl(detail::actor_base* base, std::uint32_t budget) {
+detail::resume_result actor<Derived, Msgs...>::resume_impl(detail::actor_base* base, std::uint32_t budget,
+                                                           std::uint32_t& ran) {
   static_assert((detail::check_handler<Derived, Msgs>() && ...));
   auto* self = static_cast<actor*>(base);
   detail::current_actor_scope scope(base);
   detail::message_header* msg = nullptr;
   std::uint32_t handled = 0;
+  struct count_on_return {
+    std::uint32_t& ran;
+    const std::uint32_t& handled;
+    ~count_on_return() { ran += handled; }
+  } count_guard{ran, handled};
   error failure;
   try {
     for (;;) {
@@ -377,9 +383,10 @@ detail::resume_result actor<Derived, Msgs...>::resume_impl(detail::actor_base* b
           self->handle_system(system_msg);
         }
       }
+      ++handled;
       if (self->stop_requested_) [[unlikely]]
         break;
-      if (++handled == budget) {
+      if (handled == budget) {
         // Going idle here, when nothing is queued, saves the scheduler a resume that finds nothing.
         if (self->mailbox_.try_block()) return detail::resume_result::idle;
         return detail::resume_result::reschedule;

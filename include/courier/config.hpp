@@ -9,9 +9,11 @@
 /// - `deterministic`: no threads and a virtual clock; the test drives the system one message at
 ///   a time with `run_one()`, inspects state between steps, and moves time with
 ///   `system::advance_time()`, so time-outs and delayed sends fire exactly when it says.
-/// - `embedded`: no threads; a host program's own loop drives Courier with `run_one()`, `poll()`
-///   and `run_until_idle()`, watching `wake_fd()` (an eventfd) for readiness. Real time: a timer
-///   thread delivers time-outs and delayed sends, which signal `wake_fd()`.
+/// - `embedded`: no threads at all; a host program's own loop drives Courier through the loop
+///   contract in system.hpp: `poll(budget)`, `run_one()`, `run_until_idle()`, readiness on
+///   `wake_fd()` (an eventfd) or `on_wake`, and real-time timers that the host fires by
+///   `next_deadline()` with `fire_due_timers()` (or any run call). Continuations of requests the
+///   host makes run inside those calls, on the host's thread.
 ///
 /// Thread-safety: a config is a plain value.
 
@@ -50,11 +52,18 @@ struct config {
   /// Called for every dead letter, on the sending thread, until `shutdown` returns. Must not block.
   void (*on_dead_letter)(const dead_letter_info&, void* context) = nullptr;
   void* dead_letter_context = nullptr;
-  /// Called when a continuation of a request made outside any actor throws (it runs on the
-  /// replying actor's or the timer's thread; the exception is caught there and never stops that
-  /// actor). Null: one line on stderr. Called until `shutdown` returns. Must not block.
+  /// Called when a continuation of a request made outside any actor throws (on the host lane or
+  /// through an executor, see executor.hpp; the exception is caught there and harms no actor).
+  /// Null: one line on stderr. Called until `shutdown` returns. Must not block.
   void (*on_continuation_error)(const error& what, void* context) = nullptr;
   void* continuation_error_context = nullptr;
+  /// Manual modes, for hosts without descriptors (libuv's uv_async_send is the model): called
+  /// when work becomes ready, on the thread that made it ready (any thread, possibly inside a
+  /// handler), once until the next run call. It must only schedule a run call (post to the
+  /// host's loop), never run one itself. Also called when a timer started outside a run call
+  /// becomes the earliest (read next_deadline() again). Called until `shutdown` returns.
+  void (*on_wake)(void* context) = nullptr;
+  void* wake_context = nullptr;
 
   static constexpr config deterministic() {
     config c;

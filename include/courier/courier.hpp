@@ -8,6 +8,7 @@
 #include "courier/actor_ref.hpp"
 #include "courier/config.hpp"
 #include "courier/error.hpp"
+#include "courier/executor.hpp"
 #include "courier/interface.hpp"
 #include "courier/pool.hpp"
 #include "courier/response_promise.hpp"

@@ -123,7 +123,7 @@ class inbox {
       if (now >= deadline) return outcome(error(errc::request_timeout, "inbox::receive: nothing arrived in time"));
       if (manual) {
         lock.unlock();
-        const bool ran = detail::run_one(core);
+        const bool ran = detail::drive_once(core);
         lock.lock();
         if (ran) continue;
         // Nothing ready here: another thread may still send, so wait a little and look again.

@@ -12,9 +12,10 @@
 ///    actor's reply, see response_promise.hpp) goes to `detail::reply_value`, a thrown exception
 ///    or a refused message to `detail::reply_error`.
 /// 3. The reply goes back: to a requesting actor's mailbox (urgent lane, as a response
-///    message), where the continuation later runs like any message; a plain thread has no
-///    mailbox, so its continuation runs on the thread that settles the request (the replying
-///    worker or the timer), and `ask`'s caller is woken through a futex.
+///    message), where the continuation later runs like any message; a plain thread's goes to
+///    the system's host lane, an actor-like queue that the host's poll() runs (embedded) or a
+///    worker runs outside every actor (threaded); with an executor, the settling thread hands
+///    the continuation to it; `ask`'s caller is woken through a futex.
 /// 4. Claim: the first of reply, failure and time-out wins the record's `state` word (one CAS:
 ///    in the requesting actor when it handles the reply, on the settling thread otherwise); the
 ///    others find it claimed and drop what they carry.
@@ -27,12 +28,14 @@
 #include <climits>
 #include <cstdint>
 #include <type_traits>
+#include <system_error>
 #include <utility>
 
 #include "courier/actor_ref.hpp"
 #include "courier/detail/actor_base.hpp"
 #include "courier/detail/pending.hpp"
 #include "courier/error.hpp"
+#include "courier/executor.hpp"
 #include "courier/interface.hpp"
 #include "courier/result.hpp"
 
@@ -65,31 +68,75 @@ class [[nodiscard]] request_handle {
   }
 
   /// Sends the request. Exactly one of the two runs: `on_value(reply)` (or `on_value()` for a
-  /// unit reply) or `on_error(const courier::error&)`.
+  /// unit reply) or `on_error(const courier::error&)`. Where it runs (executor.hpp): in the
+  /// requesting actor when called from a handler, else on the system's host lane (inside the
+  /// host's poll() in embedded mode); never inline here. Throws std::system_error
+  /// (errc::empty_reference) through an empty ref, which has no system to run anything on.
   template <class F, class G>
+    requires(!executor<F>)
   void then(F on_value, G on_error) && {
     static_assert(std::is_invocable_v<G&, const error&>, "courier: the error continuation takes const courier::error&");
     using pending = detail::callback_pending<reply_type, F, G>;
-    const actor_ref<T> target_ref = std::move(target_);  // sent: the destructor has nothing left to do
-    detail::actor_base* target = target_ref.base();
-    if (target == nullptr) {  // nowhere to send it: fail at once, on this thread
-      on_error(error(errc::empty_reference, "request through an empty actor_ref"));
+    detail::actor_base* target = target_.base();
+    if (target == nullptr)
+      throw std::system_error(make_error_code(errc::empty_reference), "courier: request through an empty actor_ref");
+    auto* p = pool::make<pending>(std::move(on_value), std::move(on_error));
+    detail::actor_base* requester = detail::current_actor;
+    if (requester == nullptr) {
+      detail::system_core* core = target->core();
+      detail::retain_core(core);  // keeps the lane (owned by the core) alive for this record
+      requester = detail::host_lane_of(core);
+      p->host_route = true;
+    }
+    requester->add_ref();
+    p->requester = requester;
+    p->core = requester->core();  // the requester's clock times its deadline
+    send(p);
+  }
+
+  /// Sends the request; its continuation is handed to `ex.execute(...)` on the thread that
+  /// settles it (see executor.hpp). Exactly one of `on_value` / `on_error` runs there.
+  template <executor E, class F, class G>
+  void then(E ex, F on_value, G on_error) && {
+    static_assert(std::is_invocable_v<G&, const error&>, "courier: the error continuation takes const courier::error&");
+    std::move(*this).then(std::move(ex), [f = std::move(on_value), g = std::move(on_error)](result<reply_type>&& r) mutable {
+      if (r.has_value())
+        detail::invoke_continuation(f, std::move(*r));
+      else
+        g(r.err());
+    });
+  }
+
+  /// As above with one continuation that takes the outcome: `on_result(courier::result<R>)`.
+  /// Through an empty ref the outcome is errc::empty_reference, handed to the executor at once.
+  template <executor E, class S>
+    requires std::is_invocable_v<S&, result<reply_type>&&>
+  void then(E ex, S on_result) && {
+    using pending = detail::executor_pending<reply_type, E, S>;
+    detail::actor_base* target = target_.base();
+    if (target == nullptr) {
+      ex.execute([s = std::move(on_result)]() mutable {
+        s(result<reply_type>(failure_tag, error(errc::empty_reference, "request through an empty actor_ref")));
+      });
       return;
     }
-    auto* p = pool::make<pending>(std::move(on_value), std::move(on_error));
+    auto* p = pool::make<pending>(std::move(ex), std::move(on_result));
+    p->core = target->core();
+    send(p);
+  }
+
+ private:
+  /// Sends the message with `p` as its reply route and starts the time-out; consumes the handle.
+  void send(detail::pending_base* p) {
+    const actor_ref<T> target_ref = std::move(target_);  // sent: the destructor has nothing left to do
+    detail::actor_base* target = target_ref.base();
     // The message first: if its constructor throws, nothing else has been taken yet.
     detail::message_slot<M>* slot;
     try {
       slot = detail::make_message<M>(target_ref.template message_index<M>(), p, std::move(msg_));
     } catch (...) {
-      pool::destroy(p);
+      p->ops->destroy(p);
       throw;
-    }
-    p->core = target->core();
-    if (detail::actor_base* requester = detail::current_actor) {
-      requester->add_ref();
-      p->requester = requester;
-      p->core = requester->core();  // the requester's clock times its deadline
     }
     if (timeout_ != infinite) {
       p->has_timer = true;
@@ -98,7 +145,7 @@ class [[nodiscard]] request_handle {
     const detail::push_result r = target->try_enqueue(slot);
     if (r == detail::push_result::queued) [[likely]]
       return;
-    // Not a dead letter: the requester learns of it through on_error.
+    // Not a dead letter: the requester learns of it through its error continuation.
     pool::destroy(slot);
     if (r == detail::push_result::full) {
       detail::reply_error(p, error(errc::mailbox_full, "the target's mailbox was full"));
@@ -107,7 +154,6 @@ class [[nodiscard]] request_handle {
     detail::reply_error(p, error(errc::actor_stopped, "the target had stopped before the request was sent"));
   }
 
- private:
   actor_ref<T> target_;
   M msg_;
   timespan timeout_;
@@ -145,7 +191,7 @@ auto actor_ref<T>::ask(M&& msg, timespan timeout) const {
     const std::int64_t now = detail::timer_now_ns(p->core);
     const std::int64_t limit = timeout.count() >= INT64_MAX - now ? INT64_MAX : now + std::max<std::int64_t>(timeout.count(), 0);
     while (p->ready.load(std::memory_order_acquire) == 0) {
-      if (detail::run_one(p->core)) continue;
+      if (detail::drive_once(p->core)) continue;
       if (detail::advance_idle(p->core, limit)) continue;
       std::uint32_t expected = 0;
       if (p->state.compare_exchange_strong(expected, 2, std::memory_order_acq_rel)) {
@@ -165,7 +211,9 @@ auto actor_ref<T>::ask(M&& msg, timespan timeout) const {
   while (p->ready.load(std::memory_order_acquire) == 0) {
     auto now = std::chrono::steady_clock::now();
     if (now >= deadline) break;
-    if (manual && detail::run_one(p->core)) continue;
+    // A manual system is driven from here on its driving thread (a reply, a timer); elsewhere the
+    // host drives it and this thread only waits.
+    if (manual && detail::drive_once(p->core)) continue;
     auto wait = deadline - now;
     if (manual && wait > std::chrono::milliseconds(1)) wait = std::chrono::milliseconds(1);
     detail::futex_wait_for(&p->ready, 0, std::chrono::duration_cast<timespan>(wait));

@@ -8,8 +8,9 @@
 /// Thread-safety: `spawn`, `registry`, `dead_letters`, `continuation_failures` and `live_actors`
 /// may be called from any thread, including from handlers, also while `shutdown` runs: an actor
 /// spawned while it runs is asked to stop at once, and `spawn` throws once it has finished.
-/// `await_all_stopped` is for a thread that is not a worker. `run_one`, `poll` and
-/// `run_until_idle` (manual modes) are for one driving thread at a time. `shutdown` and the
+/// `await_all_stopped` is for a thread that is not a worker. `run_one`, `poll`,
+/// `run_until_idle` and `fire_due_timers` (manual modes) are for one driving thread at a time;
+/// `next_deadline`, `wake_fd` and `stopped` for any thread. `begin_shutdown`, `shutdown` and the
 /// destructor are for the owning thread.
 ///
 /// Actor references stay safe to use after `shutdown` and after the system is destroyed: every
@@ -39,12 +40,21 @@ struct shutdown_report {
   std::vector<std::string> unfinished;
 };
 
+/// What a run call did: the messages it ran (replies, failed requests and host continuations
+/// count too) and whether work is still ready; while it is, wake_fd stays readable.
+struct run_report {
+  std::size_t messages = 0;
+  bool more = false;
+};
+
 /// One message handled by `system::run_step` (deterministic mode): which actor ran, and what.
 struct step {
   std::uint64_t actor = 0;            // the id of the actor that handled it (actor_ref::id())
   const char* message_type = "";      // typeid(M).name() for a message M the actor accepts, as
                                       // dead letters name it; "" when the actor only stopped
   bool system_message = false;        // a reply, a failed request's error, a stop, on_start, ...
+  bool host_continuation = false;     // the host lane ran a continuation of a request made
+                                      // outside any actor (then `actor` is the lane's id)
 };
 
 namespace detail {
@@ -105,16 +115,41 @@ class system {
   bool await_all_stopped(timespan deadline);
 
   /// Asks every actor to stop (after the messages already queued), waits up to `deadline` for
-  /// them (`courier::infinite`: without limit), then stops the workers and the timer. Actors still
-  /// running at the deadline (a handler that never returns) are reported, not waited for: their
-  /// threads are left to finish on their own. Later calls return the first call's report.
+  /// them (`courier::infinite`: without limit), then stops the timer, runs the host
+  /// continuations still queued (manual modes: on this thread, which must be the host's) and
+  /// stops the workers. Actors still running at the deadline (a handler that never returns) are
+  /// reported, not waited for: their threads are left to finish on their own. Later calls return
+  /// the first call's report. After it, a request's continuation runs on the thread that settles
+  /// the request (there is no loop left to queue it to).
   shutdown_report shutdown(timespan deadline = std::chrono::seconds(5));
 
-  /// Manual modes. `run_one` handles at most one message; `poll` runs the actors ready now for
-  /// one turn each; `run_until_idle` runs until nothing is ready. Each returns how much it ran.
+  /// The loop contract of the manual modes (embedded and deterministic), for one driving thread
+  /// at a time; README "Embedding" has a host loop written against it.
+  /// - `poll(budget)` fires the timers that are due (embedded), then runs ready actors, at most
+  ///   `budget` messages in all (each turn at most config::throughput), and says how many it ran
+  ///   and whether work remains. A host that must stay responsive polls with a small budget and
+  ///   comes back while `more` is true.
+  /// - `run_one()` runs at most one message; `run_until_idle()` runs until nothing is ready (no
+  ///   budget: for tests and for hosts that own nothing else) and returns the messages it ran.
+  /// - Every run call clears wake_fd on its way in and leaves it readable on its way out exactly
+  ///   when work is still ready (level-triggered; a send from another thread makes it readable).
+  /// - Host continuations (requests made outside any actor, time-outs included) run inside these
+  ///   calls, on this thread (executor.hpp).
+  /// - The calling thread becomes the driving thread: `ask` and `inbox::receive` on it run the
+  ///   loop while they wait; on other threads they wait for the host to run it.
+  static constexpr std::size_t default_poll_budget = 1024;
+  run_report poll(std::size_t budget = default_poll_budget);
   bool run_one();
-  std::size_t poll();
   std::size_t run_until_idle();
+  /// Embedded mode has no timer thread: time-outs, delayed sends and periodic ticks fire when the
+  /// host calls this (or any run call) at or after `next_deadline()`. Returns how many fired; the
+  /// messages they sent are then ready to run. Other modes: 0.
+  std::size_t fire_due_timers();
+  /// Embedded: the earliest timer's deadline, time_point::max() when none (the host arms its own
+  /// timer with it, as with libuv's uv_backend_timeout). Read it again after every run call; a
+  /// timer started on another thread that becomes the earliest makes wake_fd readable. Other
+  /// modes: time_point::max().
+  std::chrono::steady_clock::time_point next_deadline() const noexcept;
   /// Deterministic mode only (std::logic_error otherwise): `run_one`, telling what it ran, so a
   /// test can read like a protocol trace. Empty when nothing was ready. It looks at the message
   /// the chosen actor will handle next (urgent ones first) before running it; the send and
@@ -127,8 +162,20 @@ class system {
   /// step throws std::invalid_argument and leaves the clock where it was.
   std::size_t advance_time(timespan by);
 
-  /// Readable when work is ready (embedded mode); `poll` clears it. -1 in threaded mode.
+  /// Embedded mode: an eventfd, readable while work is ready (see the loop contract above; watch
+  /// it level- or edge-triggered). Courier owns it until the system is destroyed: a host that
+  /// wraps it (asio's stream_descriptor, a libuv poll handle) must release it, never close it,
+  /// and stop watching it before the system's destructor closes it. -1 in the other modes. A host
+  /// without descriptors sets config::on_wake instead.
   int wake_fd() const noexcept;
+
+  /// Starts a shutdown without blocking: asks every actor to stop (after what is queued), as
+  /// `shutdown` does first. A host loop keeps running (poll) until `stopped()`, then calls
+  /// `shutdown()`, which then returns at once. Later calls do nothing.
+  void begin_shutdown();
+  /// True once shutdown has begun, every actor has stopped and (manual modes) nothing is left to
+  /// run, host continuations included. Any thread.
+  bool stopped() const noexcept;
 
   std::uint64_t dead_letters() const noexcept;
   /// Requests dropped without `.then`: each was sent as a one-way message and its reply dropped.
@@ -189,10 +236,12 @@ class system {
   }
 
   bool finished() const noexcept;  // shutdown has finished (any thread)
+  void ask_everyone_to_stop();      // begin_shutdown's work, owning thread
 
   detail::system_core* core_;  // never null; the system holds one reference on it
   config settings_;
-  bool shut_down_ = false;  // owning thread only
+  bool shut_down_ = false;        // owning thread only
+  bool shutdown_begun_ = false;   // owning thread only
   shutdown_report report_;
   courier::registry registry_;  // names hold references: emptied by shutdown
 };

@@ -26,7 +26,7 @@ bool system::await_all_stopped(timespan deadline) {
       if (live_actors() == 0) return true;
       const auto now = std::chrono::steady_clock::now();
       if (now >= until) return false;
-      if (core_->run_one(core_->cfg.throughput)) continue;
+      if (detail::drive_once(core_)) continue;  // on the host's thread; elsewhere the host runs it
       // Nothing ready: another thread may still send, so poll briefly instead of giving up.
       std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(until - now, std::chrono::milliseconds(1)));
     }

@@ -5,9 +5,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <climits>
 #include <ctime>
+#include <thread>
 
 #include "system_core.hpp"
 
@@ -55,7 +57,35 @@ bool on_worker_thread() noexcept { return this_worker != nullptr; }
 
 bool is_manual(const system_core* core) noexcept { return core->manual; }
 
-bool run_one(system_core* core) { return core->run_one(1); }
+bool drive_once(system_core* core) {
+  if (core->cfg.mode == scheduling::embedded && core->driver.load(std::memory_order_relaxed) != std::this_thread::get_id())
+    return false;  // the host's thread runs host code; this one only waits
+  run_scope scope(core);
+  const bool fired = core->timers.fire_due_now() > 0;
+  std::uint32_t ran = 0;
+  return core->run_turn(1, ran) || fired;
+}
+
+std::int64_t drive_wait_hint_ns(system_core* core) noexcept {
+  const std::int64_t earliest = core->timers.earliest_ns();
+  if (!core->timers.host_driven() || earliest == INT64_MAX) return -1;
+  return std::max<std::int64_t>(earliest - steady_now_ns(), 0);
+}
+
+run_scope::run_scope(system_core* core) noexcept : core_(core), previous_(running_core) {
+  running_core = core;
+  if (core->driver.load(std::memory_order_relaxed) != std::this_thread::get_id())
+    core->driver.store(std::this_thread::get_id(), std::memory_order_relaxed);
+  core->drain_wake_fd();
+}
+
+run_scope::~run_scope() {
+  running_core = previous_;
+  // Level-triggered: readable now exactly when work is ready. Drain first, then look: a producer
+  // that enqueues after the drain finds the flag clear and signals again.
+  core_->drain_wake_fd();
+  if (core_->injection.size_approx() > 0) core_->signal_fd();
+}
 
 void schedule(actor_base* actor) {
   system_core* core = actor->core();
@@ -65,10 +95,10 @@ void schedule(actor_base* actor) {
     return;
   }
   core->injection.enqueue(actor);
-  if (core->manual)
-    core->signal_fd();
-  else
+  if (!core->manual)
     core->wake_one();
+  else if (running_core != core)  // inside a run call, its scope signals on the way out if need be
+    core->signal_fd();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -208,17 +238,21 @@ void system_core::wake_one() noexcept {
 }
 
 void system_core::signal_fd() noexcept {
-  if (event_fd < 0 || fd_signaled.exchange(true, std::memory_order_acq_rel)) return;
+  if (fd_signaled.exchange(true, std::memory_order_acq_rel)) return;  // once per run call
+  if (cfg.on_wake != nullptr && hooks_enabled.load(std::memory_order_acquire)) cfg.on_wake(cfg.wake_context);
+  if (event_fd < 0) return;
   const std::uint64_t one = 1;
   [[maybe_unused]] auto n = ::write(event_fd, &one, sizeof one);
 }
 
 void system_core::drain_wake_fd() noexcept {
-  if (event_fd < 0) return;
+  if (!fd_signaled.load(std::memory_order_acquire)) return;  // not readable: no system call
   // Drain first, then re-arm: a producer that signals in between writes again (a spare wake-up),
   // where re-arming first could let its write be drained here and its next signal be skipped.
-  std::uint64_t value = 0;
-  [[maybe_unused]] auto n = ::read(event_fd, &value, sizeof value);
+  if (event_fd >= 0) {
+    std::uint64_t value = 0;
+    [[maybe_unused]] auto n = ::read(event_fd, &value, sizeof value);
+  }
   fd_signaled.exchange(false, std::memory_order_acq_rel);
 }
 
@@ -252,13 +286,11 @@ void system_core::stop_workers(bool join) {
   }
 }
 
-bool system_core::run_one(std::uint32_t budget) {
+bool system_core::run_turn(std::uint32_t budget, std::uint32_t& ran) {
   actor_base* a = nullptr;
   if (!injection.try_dequeue(a)) return false;
-  if (a->resume(budget) == resume_result::reschedule) {
-    injection.enqueue(a);
-    signal_fd();  // still has work: a host waiting on wake_fd must come back for it
-  }
+  // Still has work: back to the queue; the run call's scope signals wake_fd on its way out.
+  if (a->resume(budget, ran) == resume_result::reschedule) injection.enqueue(a);
   return true;
 }
 

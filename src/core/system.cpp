@@ -3,10 +3,13 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
+#include "host_lane.hpp"
 #include "system_core.hpp"
 
 namespace courier {
@@ -32,6 +35,10 @@ bool register_actor(system_core* core, actor_base* a) {
 void release_core(system_core* core) noexcept {
   if (core->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete core;
 }
+
+void retain_core(system_core* core) noexcept { core->refs.fetch_add(1, std::memory_order_relaxed); }
+
+actor_base* host_lane_of(system_core* core) noexcept { return core->lane; }
 
 void unregister_actor(system_core* core, actor_base* a) noexcept {
   std::lock_guard lock(core->registry_mutex);
@@ -73,15 +80,32 @@ void continuation_failed(system_core* core, const char* what) noexcept {
 // ---------------------------------------------------------------------------------------------
 // system_core
 
+namespace {
+
+timer_service::clock_kind clock_for(scheduling mode) {
+  switch (mode) {
+    case scheduling::deterministic: return timer_service::clock_kind::virtual_clock;
+    case scheduling::embedded: return timer_service::clock_kind::host;
+    default: return timer_service::clock_kind::own_thread;
+  }
+}
+
+}  // namespace
+
 system_core::system_core(const config& c)
-    : cfg(c), manual(c.mode != scheduling::threaded), injection(1024), timers(this, c.mode == scheduling::deterministic) {
+    : cfg(c), manual(c.mode != scheduling::threaded), injection(1024), timers(this, clock_for(c.mode)) {
   if (cfg.throughput == 0) cfg.throughput = 1;
-  if (cfg.mode == scheduling::embedded) event_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (cfg.mode == scheduling::embedded) {
+    event_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (event_fd < 0) throw std::system_error(errno, std::generic_category(), "courier: eventfd for wake_fd");
+  }
+  lane = host_lane::create(this);
   if (!manual) start_workers();
 }
 
 system_core::~system_core() {
-  if (event_fd >= 0) ::close(event_fd);
+  host_lane::free(lane);
+  if (event_fd >= 0) ::close(event_fd);  // an abandoned core's: ~system left it open
 }
 
 namespace {
@@ -119,20 +143,46 @@ system::~system() {
     }
   }
   // After an unclean shutdown the core stays reachable (abandoned), since stuck handlers may still
-  // use it; after a clean one, the actors that refs keep alive hold the last references.
-  if (report_.clean) detail::release_core(core_);
+  // use it; after a clean one, the actors that refs keep alive hold the last references. The
+  // wake descriptor goes with the system, as promised to the host: after a clean shutdown nothing
+  // signals it any more (every mailbox, the host lane and the timer are closed).
+  if (report_.clean) {
+    if (core_->event_fd >= 0) {
+      ::close(core_->event_fd);
+      core_->event_fd = -1;
+    }
+    detail::release_core(core_);
+  }
+}
+
+void system::ask_everyone_to_stop() {
+  if (shutdown_begun_) return;
+  shutdown_begun_ = true;
+  std::lock_guard lock(core_->registry_mutex);
+  core_->phase.store(detail::system_core::phase_t::stopping, std::memory_order_release);  // later spawns stop at once
+  for (detail::actor_base* a = core_->registry_head; a != nullptr; a = a->identity().registry_next)
+    a->request_exit(errc::system_shutdown);
+}
+
+void system::begin_shutdown() {
+  if (!shut_down_) ask_everyone_to_stop();
+}
+
+bool system::stopped() const noexcept {
+  if (core_->phase.load(std::memory_order_acquire) == detail::system_core::phase_t::running) return false;
+  if (finished()) return true;
+  {
+    std::lock_guard lock(core_->registry_mutex);
+    if (core_->live != 0) return false;
+  }
+  return !core_->manual || core_->injection.size_approx() == 0;
 }
 
 shutdown_report system::shutdown(timespan deadline) {
   if (shut_down_) return report_;
+  ask_everyone_to_stop();
   shut_down_ = true;
   using phase_t = detail::system_core::phase_t;
-  {
-    std::lock_guard lock(core_->registry_mutex);
-    core_->phase.store(phase_t::stopping, std::memory_order_release);  // later spawns are stopped at once
-    for (detail::actor_base* a = core_->registry_head; a != nullptr; a = a->identity().registry_next)
-      a->request_exit(errc::system_shutdown);
-  }
   // Saturates: `courier::infinite` (or anything past the clock's range) waits without limit.
   const auto now = std::chrono::steady_clock::now();
   const bool forever = deadline >= std::chrono::steady_clock::time_point::max() - now;
@@ -143,8 +193,11 @@ shutdown_report system::shutdown(timespan deadline) {
       std::lock_guard lock(core_->registry_mutex);
       return core_->live;
     };
-    while (live() > 0 && (forever || std::chrono::steady_clock::now() < until))
+    detail::run_scope scope(core_);  // this thread drives the system until the end
+    while (live() > 0 && (forever || std::chrono::steady_clock::now() < until)) {
+      core_->timers.fire_due_now();
       if (!core_->run_one(core_->cfg.throughput)) break;
+    }
   }
   {
     std::unique_lock lock(core_->registry_mutex);
@@ -160,7 +213,21 @@ shutdown_report system::shutdown(timespan deadline) {
       report.unfinished.push_back(std::string(a->name()) + "#" + std::to_string(a->id()));
   }
   report.clean = report.unfinished.empty();
-  core_->timers.stop();
+  core_->timers.stop();  // fails the requests it timed: their continuations go to the host lane
+  // The host lane closes last, once what is queued for it ran: the host's continuations run in
+  // the host's loop (this thread, manual modes) or on a worker, never dropped.
+  core_->lane->close_after_queued();
+  if (core_->manual) {
+    detail::run_scope scope(core_);
+    while (!core_->lane->closed() && core_->run_one(core_->cfg.throughput)) {
+    }
+  } else {
+    // Also after an unclean stop: the workers not stuck in a handler run the lane.
+    const auto now_after = std::chrono::steady_clock::now();
+    const auto left = until > now_after ? until - now_after : std::chrono::steady_clock::duration::zero();
+    // At least a moment: continuations queued by the stop itself (actor_stopped) are quick.
+    core_->lane->wait_closed(std::max<std::chrono::nanoseconds>(left, std::chrono::milliseconds(100)));
+  }
   if (report.clean) {
     core_->stop_workers(true);
     // Actors stopped and workers gone: what is left in the queues are references to stopped actors.
@@ -183,7 +250,12 @@ bool system::finished() const noexcept {
   return core_->phase.load(std::memory_order_acquire) == detail::system_core::phase_t::finished;
 }
 
-bool system::run_one() { return !finished() && core_->run_one(1); }
+bool system::run_one() {
+  if (finished()) return false;
+  detail::run_scope scope(core_);
+  core_->timers.fire_due_now();
+  return core_->run_one(1);
+}
 
 std::optional<step> system::run_step() {
   if (settings_.mode != scheduling::deterministic)
@@ -192,8 +264,10 @@ std::optional<step> system::run_step() {
   detail::actor_base* a = nullptr;
   if (!core_->injection.try_dequeue(a)) return std::nullopt;
   // One thread drives a deterministic system, so this thread is the mailbox's consumer here.
+  detail::run_scope scope(core_);
   step s;
   s.actor = a->id();
+  s.host_continuation = a == core_->lane;
   if (const detail::message_header* m = a->mailbox_.peek(); m != nullptr) {
     s.system_message = m->type >= detail::first_system_type;
     s.message_type = a->mailbox_.shared.ops->message_name(m->type);
@@ -202,26 +276,50 @@ std::optional<step> system::run_step() {
   return s;
 }
 
-std::size_t system::poll() {
-  if (finished()) return 0;
-  core_->drain_wake_fd();
-  std::size_t ran = 0;
-  for (std::size_t ready = core_->injection.size_approx(); ran < ready; ++ran)
-    if (!core_->run_one(core_->cfg.throughput)) break;
-  return ran;
+run_report system::poll(std::size_t budget) {
+  run_report report;
+  if (finished()) return report;
+  detail::run_scope scope(core_);
+  core_->timers.fire_due_now();
+  while (report.messages < budget) {
+    const std::size_t left = budget - report.messages;
+    const auto turn = static_cast<std::uint32_t>(std::min<std::size_t>(left, core_->cfg.throughput));
+    std::uint32_t ran = 0;
+    if (!core_->run_turn(turn, ran)) break;
+    report.messages += ran;
+  }
+  report.more = core_->injection.size_approx() > 0;
+  return report;
 }
 
 std::size_t system::run_until_idle() {
   if (finished()) return 0;
-  core_->drain_wake_fd();
-  std::size_t ran = 0;
-  while (core_->run_one(core_->cfg.throughput)) ++ran;
-  return ran;
+  detail::run_scope scope(core_);
+  core_->timers.fire_due_now();
+  std::size_t messages = 0;
+  std::uint32_t ran = 0;
+  while (core_->run_turn(core_->cfg.throughput, ran)) {
+    messages += ran;
+    ran = 0;
+  }
+  return messages;
+}
+
+std::size_t system::fire_due_timers() {
+  if (finished() || !core_->timers.host_driven()) return 0;
+  detail::run_scope scope(core_);
+  return core_->timers.fire_due_now();
+}
+
+std::chrono::steady_clock::time_point system::next_deadline() const noexcept {
+  const std::int64_t ns = core_->timers.host_driven() ? core_->timers.earliest_ns() : INT64_MAX;
+  if (ns == INT64_MAX) return std::chrono::steady_clock::time_point::max();
+  return std::chrono::steady_clock::time_point(std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::nanoseconds(ns)));
 }
 
 std::size_t system::advance_time(timespan by) { return !finished() ? core_->timers.advance(by) : 0; }
 
-int system::wake_fd() const noexcept { return !finished() ? core_->event_fd : -1; }
+int system::wake_fd() const noexcept { return core_->event_fd; }
 
 std::uint64_t system::dead_letters() const noexcept { return core_->dead_letters.load(std::memory_order_relaxed); }
 

@@ -83,6 +83,7 @@ class run_queue {
 };
 
 class system_core;
+class host_lane;
 struct worker;
 
 /// Monotonic nanoseconds on the clock every timer uses.
@@ -178,7 +179,11 @@ struct alignas(64) worker {
 /// dropped) and settles every later start at once the same way.
 class timer_service {
  public:
-  timer_service(system_core* core, bool virtual_clock);
+  /// Who moves time: a thread of its own (threaded mode), the test (deterministic: a virtual
+  /// clock), or the host (embedded: real time, fired by its run calls and fire_due_timers, no
+  /// thread).
+  enum class clock_kind : std::uint8_t { own_thread, virtual_clock, host };
+  timer_service(system_core* core, clock_kind kind);
   ~timer_service();
   void start_request(pending_base* p, std::chrono::nanoseconds timeout);
   void cancel_request(pending_base* p) noexcept;
@@ -193,6 +198,11 @@ class timer_service {
   bool advance_idle(std::int64_t limit);
   std::int64_t now_ns() noexcept;
   bool virtual_clock() const noexcept { return virtual_clock_; }
+  bool host_driven() const noexcept { return host_driven_; }
+  /// Host-driven: fires what is due now on the calling thread; returns how many fired.
+  std::size_t fire_due_now();
+  /// The earliest deadline (steady clock ns), INT64_MAX when none. Any thread, no lock.
+  std::int64_t earliest_ns() const noexcept { return earliest_.load(std::memory_order_acquire); }
   /// Stops the thread; outstanding requests fail with system_shutdown, delayed messages are dropped.
   void stop();
   bool stopped() const noexcept { return stopped_.load(std::memory_order_acquire); }
@@ -215,11 +225,16 @@ class timer_service {
   bool push_locked(std::int64_t deadline, pending_base* p, timer_record* r, bool& earliest);
   bool push(std::chrono::nanoseconds delay, pending_base* p, timer_record* r);
   void fire(entry& e) noexcept;
+  void publish_earliest() noexcept {  // under the lock, after every change of the heap's front
+    earliest_.store(heap_.empty() ? INT64_MAX : heap_.front().deadline, std::memory_order_release);
+  }
   void fire_due(std::unique_lock<std::mutex>& lock, std::size_t& fired);
   void loop();
 
   system_core* core_;
   const bool virtual_clock_;
+  const bool host_driven_;
+  std::atomic<std::int64_t> earliest_{INT64_MAX};
   std::int64_t virtual_now_;  // guarded by mutex_
   std::mutex mutex_;
   std::condition_variable wake_;
@@ -247,17 +262,30 @@ class system_core {
   alignas(64) std::atomic<std::uint64_t> idle_mask{0};
   alignas(64) std::atomic<int> searching{0};
   std::atomic<bool> stopping{false};
-  int event_fd = -1;
+  int event_fd = -1;  // embedded: closed by ~system (the host may watch it until then)
   std::atomic<bool> fd_signaled{false};
+  /// Embedded: the thread that drives the system (the last to call a run function; at first the
+  /// one that built it). Blocking calls on other threads wait instead of running host code.
+  std::atomic<std::thread::id> driver{std::this_thread::get_id()};
+  /// Continuations of requests made outside any actor (host_lane.hpp); owned, freed with the core.
+  host_lane* lane = nullptr;
 
   void start_workers();
   void stop_workers(bool join);
   void wake_one() noexcept;
+  /// Manual modes: work became ready (or the timers' earliest deadline moved): makes wake_fd
+  /// readable and calls config::on_wake, once until the next run call clears it.
   void signal_fd() noexcept;
-  /// Embedded mode, before running ready actors: clears wake_fd's readiness.
+  /// Clears wake_fd's readiness (cheap when it is not set).
   void drain_wake_fd() noexcept;
   bool has_stealable_work() const noexcept;
-  bool run_one(std::uint32_t budget);
+  /// Manual modes: one actor's turn of at most `budget` messages; adds them to `ran`. False when
+  /// nothing was ready.
+  bool run_turn(std::uint32_t budget, std::uint32_t& ran);
+  bool run_one(std::uint32_t budget) {
+    std::uint32_t ran = 0;
+    return run_turn(budget, ran);
+  }
 
   // Lifetime: the system holds one reference and every registered actor one more, so what refs
   // touch (the registry, counters, the timer's state) outlives both the system and its actors.
@@ -286,5 +314,24 @@ class system_core {
 };
 
 inline thread_local worker* this_worker = nullptr;
+
+/// The manual system whose run call is on this thread's stack, if any: a timer it starts needs
+/// no wake-up (the host reads next_deadline() after every run call).
+inline thread_local system_core* running_core = nullptr;
+
+/// Brackets every run call of a manual system (poll, run_one, run_until_idle, fire_due_timers,
+/// run_step, the loop of a blocking call): marks the driving thread, clears wake_fd on the way
+/// in, and on the way out leaves it readable exactly when work is still ready.
+class run_scope {
+ public:
+  explicit run_scope(system_core* core) noexcept;
+  ~run_scope();
+  run_scope(const run_scope&) = delete;
+  run_scope& operator=(const run_scope&) = delete;
+
+ private:
+  system_core* core_;
+  system_core* previous_;
+};
 
 }  // namespace courier::detail

@@ -171,12 +171,15 @@ void local_timers::close() noexcept {
 // ---------------------------------------------------------------------------------------------
 // timer_service: the shared heap
 
-timer_service::timer_service(system_core* core, bool virtual_clock)
-    : core_(core), virtual_clock_(virtual_clock), virtual_now_(steady_now_ns()) {
+timer_service::timer_service(system_core* core, clock_kind kind)
+    : core_(core),
+      virtual_clock_(kind == clock_kind::virtual_clock),
+      host_driven_(kind == clock_kind::host),
+      virtual_now_(steady_now_ns()) {
   heap_.reserve(1024);
   due_.reserve(64);
   virtual_due_.reserve(64);
-  if (!virtual_clock_) thread_ = std::thread([this] { loop(); });
+  if (kind == clock_kind::own_thread) thread_ = std::thread([this] { loop(); });
 }
 
 timer_service::~timer_service() { stop(); }
@@ -228,6 +231,7 @@ void timer_service::remove_at(std::size_t pos) noexcept {
   } else {
     heap_.pop_back();
   }
+  if (pos == 0) publish_earliest();
 }
 
 std::int64_t timer_service::now_ns() noexcept {
@@ -242,6 +246,7 @@ bool timer_service::push_locked(std::int64_t deadline, pending_base* p, timer_re
   heap_.push_back({deadline, seq, p, r});
   sift_up(heap_.size() - 1);
   earliest = heap_.front().seq == seq;
+  if (earliest) publish_earliest();
   return true;
 }
 
@@ -251,8 +256,16 @@ bool timer_service::push(std::chrono::nanoseconds delay, pending_base* p, timer_
   bool earliest = false;
   if (!push_locked(saturating_deadline(now, delay), p, r, earliest)) return false;
   lock.unlock();
-  // The thread sleeps until the earliest deadline it knows; only a new earliest changes that.
-  if (earliest && !virtual_clock_) wake_.notify_one();
+  // The thread sleeps until the earliest deadline it knows; only a new earliest changes that. A
+  // host that drives time learns of it through wake_fd, unless it is inside a run call right
+  // now: it reads next_deadline() after every run call anyway.
+  if (earliest) {
+    if (host_driven_) {
+      if (running_core != core_) core_->signal_fd();
+    } else if (!virtual_clock_) {
+      wake_.notify_one();
+    }
+  }
   return true;
 }
 
@@ -346,6 +359,26 @@ void timer_service::fire_due(std::unique_lock<std::mutex>& lock, std::size_t& fi
   }
 }
 
+std::size_t timer_service::fire_due_now() {
+  if (!host_driven_ || earliest_ns() > steady_now_ns()) return 0;
+  std::size_t fired = 0;
+  std::unique_lock lock(mutex_);
+  const std::int64_t now = steady_now_ns();
+  std::vector<entry>& due = virtual_due_;  // the driving thread's, as the virtual clock's: one at a time
+  for (;;) {
+    due.clear();
+    while (!heap_.empty() && heap_.front().deadline <= now) {
+      due.push_back(heap_.front());
+      remove_at(0);
+    }
+    if (due.empty()) return fired;
+    lock.unlock();
+    for (auto& e : due) fire(e);
+    fired += due.size();
+    lock.lock();
+  }
+}
+
 std::size_t timer_service::advance(std::chrono::nanoseconds by) {
   if (by.count() < 0) throw std::invalid_argument("courier: advance_time needs a step >= 0");
   if (!virtual_clock_) return 0;
@@ -415,6 +448,7 @@ void timer_service::stop() {
         e.record->heap_pos = -1;
     }
     left.swap(heap_);
+    publish_earliest();
   }
   const error why(errc::system_shutdown, "the system shut down before the timer's deadline");
   for (auto& e : left) {

@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <functional>
+#include <system_error>
 #include <vector>
 
 #include "courier/system.hpp"
@@ -267,8 +269,26 @@ TEST_CASE("an empty actor_ref refuses everything with a clear error instead of c
   auto r = empty.ask(get{}, 1s);
   REQUIRE_FALSE(r);
   CHECK(r.err() == errc::empty_reference);
+  // No system to run a continuation on: then() says so by throwing, and runs nothing.
+  bool ran = false;
+  try {
+    empty.request(get{}).then([&](int) { ran = true; }, [&](const courier::error&) { ran = true; });
+    FAIL("then() through an empty ref did not throw");
+  } catch (const std::system_error& e) {
+    CHECK(e.code() == errc::empty_reference);
+  }
+  CHECK_FALSE(ran);
+  // With an executor the error goes to it, like any other outcome.
+  struct queue_executor {
+    std::vector<std::function<void()>>* jobs;
+    void execute(std::function<void()> f) const { jobs->push_back(std::move(f)); }
+  };
+  std::vector<std::function<void()>> jobs;
   std::optional<courier::error> failed;
-  empty.request(get{}).then([](int) {}, [&](const courier::error& e) { failed = e; });
+  empty.request(get{}).then(queue_executor{&jobs}, [](int) {}, [&](const courier::error& e) { failed = e; });
+  CHECK_FALSE(failed.has_value());
+  REQUIRE(jobs.size() == 1);
+  jobs[0]();
   REQUIRE(failed.has_value());
   CHECK(*failed == errc::empty_reference);
 }

@@ -89,11 +89,12 @@ TEST_CASE("bounded: a type's mailbox_capacity refuses the send past it, with the
 
   std::optional<courier::error> failed;
   t.request(get{}).then([](std::uint64_t) {}, [&](const courier::error& e) { failed = e; });
-  REQUIRE(failed.has_value());  // refused at once, on this thread
-  CHECK(*failed == errc::mailbox_full);
+  CHECK_FALSE(failed.has_value());  // refused at once, but host code runs in the host's loop
   CHECK(log.count(courier::dead_letter_reason::mailbox_full) == 1);  // a refused request is no dead letter
 
   sys.run_until_idle();
+  REQUIRE(failed.has_value());
+  CHECK(*failed == errc::mailbox_full);
   CHECK(t.queued() == 0);
   CHECK(t.try_send(item{6}) == send_result::sent);  // room again
   std::optional<std::uint64_t> count;

@@ -131,6 +131,8 @@ TEST_CASE("a handler answers later through a promise, after asking another actor
   REQUIRE(sys.run_one());  // the database replies to front
   CHECK_FALSE(out->value);
   REQUIRE(sys.run_one());  // front's continuation delivers: the reply settles the test's request
+  CHECK_FALSE(out->value);
+  REQUIRE(sys.run_one());  // the test's continuation, on the host lane
   REQUIRE(out->value);
   CHECK(*out->value == 41);
   CHECK_FALSE(out->error);
@@ -231,6 +233,7 @@ TEST_CASE("delegate: the other actor's reply goes straight to the original reque
   auto out = request(f, get_delegated{3});
   courier_test::expect<get_delegated>(sys).to(f);  // front delegates: a lookup goes to the database
   courier_test::expect<lookup>(sys).to(db);         // the database replies to the test's request
+  courier_test::expect_host_continuation(sys);      // which the host lane runs
   REQUIRE(out->value);
   CHECK(*out->value == 30);
   courier_test::expect_nothing(sys);  // front is not involved: the reply never reaches it
@@ -283,6 +286,8 @@ TEST_CASE("delegate to a full bounded mailbox fails the original request with ma
   auto out = request(f, get_delegated{2});  // front is scheduled first
   REQUIRE(db.send(lookup{1}));              // fills the database's mailbox
   REQUIRE(sys.run_one());                   // front delegates to the full database
+  CHECK_FALSE(out->error);                  // the failure waits for the host lane, behind the database
+  run_all(sys);
   REQUIRE(out->error);
   CHECK(*out->error == errc::mailbox_full);
   CHECK(sys.dead_letters() == 0);

@@ -508,6 +508,7 @@ TEST_CASE("requests are never dead letters: dropped at once or queued at the sto
   CHECK(failed == 1);
   CHECK(sys.dead_letters() == 0);
   c.request(get{}).then([](int) {}, [&](const courier::error&) { ++failed; });  // already stopped
+  sys.run_until_idle();
   CHECK(failed == 2);
   CHECK_FALSE(c.ask(get{}, 1s).has_value());
   CHECK(sys.dead_letters() == 0);

@@ -163,13 +163,19 @@ TEST_CASE("deterministic: run_step tells which actor ran which message, urgent o
   CHECK(std::string(s->message_type) == typeid(get).name());
   CHECK_FALSE(sys.run_step().has_value());
 
-  // A reply is a system message; it goes to the requester, here a plain thread: nothing to run.
+  // A reply to a plain thread goes to the host lane: its continuation is a step of its own.
   std::optional<int> got;
   a.request(get{}).then([&](int v) { got = v; }, [](const courier::error&) {});
   s = sys.run_step();
   REQUIRE(s.has_value());
   CHECK(s->actor == a.id());
   CHECK(std::string(s->message_type) == typeid(get).name());
+  CHECK_FALSE(s->host_continuation);
+  CHECK_FALSE(got.has_value());  // not inside the replying actor's turn
+  s = sys.run_step();
+  REQUIRE(s.has_value());
+  CHECK(s->host_continuation);
+  CHECK(s->system_message);
   CHECK(got == 3);
 
   // stop() takes the urgent lane: the step that runs next is the stop, not the queued add.
@@ -186,7 +192,7 @@ TEST_CASE("deterministic: run_step tells which actor ran which message, urgent o
   CHECK_THROWS_AS(embedded.run_step(), std::logic_error);
 }
 
-TEST_CASE("manual modes: run_until_idle and poll use the configured throughput", "[system][deterministic]") {
+TEST_CASE("manual modes: run_until_idle and poll use the configured throughput per turn", "[system][deterministic]") {
   courier_test::watchdog wd("throughput turns");
   trace t;
   courier::config cfg = courier::config::deterministic();
@@ -196,10 +202,12 @@ TEST_CASE("manual modes: run_until_idle and poll use the configured throughput",
   auto b = sys.spawn<counter>(&t, "b");
   for (int i = 0; i < 3; ++i) a.send(add{1, 1});
   for (int i = 0; i < 3; ++i) b.send(add{1, 1});
-  // poll gives each actor that is ready now one turn of up to two messages.
-  CHECK(sys.poll() == 2);
+  // A budget of four: one turn of up to two messages for each actor, then it stops.
+  const courier::run_report r = sys.poll(4);
+  CHECK(r.messages == 4);
+  CHECK(r.more);
   CHECK(t.copy() == std::vector<std::string>{"a", "a", "b", "b"});
-  CHECK(sys.run_until_idle() == 2);
+  CHECK(sys.run_until_idle() == 2);  // messages, not turns
   CHECK(t.copy() == std::vector<std::string>{"a", "a", "b", "b", "a", "b"});
   CHECK(sys.run_until_idle() == 0);
 }
@@ -237,7 +245,9 @@ TEST_CASE("embedded: wake_fd becomes readable after a send from another thread; 
   std::thread sender([&] { c.send(add{2, 3}); });
   sender.join();
   REQUIRE(readable(sys.wake_fd(), 5000));
-  CHECK(sys.poll() == 1);
+  const courier::run_report r = sys.poll();
+  CHECK(r.messages == 1);
+  CHECK_FALSE(r.more);
   CHECK_FALSE(readable(sys.wake_fd(), 0));
   CHECK(c.ask(get{}, 1s).value() == 5);
 
@@ -252,7 +262,7 @@ TEST_CASE("embedded: wake_fd becomes readable after a send from another thread; 
   CHECK(c.ask(get{}, 1s).value() == 15);
 }
 
-TEST_CASE("embedded: work left after poll (throughput used up) keeps wake_fd readable",
+TEST_CASE("embedded: work left after poll (budget used up) keeps wake_fd readable",
           "[system][embedded]") {
   courier_test::watchdog wd("embedded leftover work");
   courier::config cfg = courier::config::embedded();
@@ -261,7 +271,9 @@ TEST_CASE("embedded: work left after poll (throughput used up) keeps wake_fd rea
   auto c = sys.spawn<counter>();
   for (int i = 0; i < 10; ++i) c.send(add{1, 0});
   REQUIRE(readable(sys.wake_fd(), 1000));
-  CHECK(sys.poll() == 1);  // one turn: 4 of the 10 messages
+  const courier::run_report r = sys.poll(4);  // a budget of 4 of the 10 messages
+  CHECK(r.messages == 4);
+  CHECK(r.more);
   // A host loop that waits on the descriptor must be woken for the other 6.
   CHECK(readable(sys.wake_fd(), 200));
   sys.run_until_idle();

@@ -3,6 +3,7 @@
 ///
 ///   courier_test::expect<add>(sys).to(c);                       // c handled an `add`
 ///   courier_test::expect<courier_test::system_message>(sys).to(r);  // r got a reply (or error)
+///   courier_test::expect_host_continuation(sys);                // the test's continuation ran
 ///   courier_test::expect_nothing(sys);                          // nothing is ready
 ///
 /// Each `to` runs exactly one message with `system::run_step()` (deterministic systems only) and
@@ -55,6 +56,17 @@ class expectation {
 template <class M>
 expectation<M> expect(courier::system& sys) {
   return expectation<M>(sys);
+}
+
+/// Checks that the next step is the host lane running a continuation of a request the test
+/// thread made (a reply, an error or a time-out): host code runs there, not in the replier.
+inline void expect_host_continuation(courier::system& sys) {
+  const std::optional<courier::step> s = sys.run_step();
+  INFO("expected the host lane to run a continuation");
+  REQUIRE(s.has_value());
+  INFO("ran " << (s->system_message ? "a system message" : s->message_type) << " in actor #" << s->actor);
+  CHECK(s->host_continuation);
+  CHECK(s->system_message);
 }
 
 /// Checks that no actor is ready: the next run_step runs nothing.

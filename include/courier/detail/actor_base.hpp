@@ -42,7 +42,8 @@ namespace detail {
 enum class resume_result : std::uint8_t { idle, reschedule, stopped };
 
 struct actor_ops {
-  resume_result (*resume)(actor_base* self, std::uint32_t budget);
+  /// Runs up to `budget` messages; adds how many it ran (system messages included) to `ran`.
+  resume_result (*resume)(actor_base* self, std::uint32_t budget, std::uint32_t& ran);
   /// Destroys a user message that will never be handled and fails its request, if any.
   void (*discard)(message_header* msg, const error& why) noexcept;
   void (*destroy)(actor_base* self) noexcept;
@@ -125,7 +126,11 @@ class actor_base {
     return scheduled(mailbox_.push_urgent(msg));
   }
 
-  resume_result resume(std::uint32_t budget) { return mailbox_.shared.ops->resume(this, budget); }
+  resume_result resume(std::uint32_t budget, std::uint32_t& ran) { return mailbox_.shared.ops->resume(this, budget, ran); }
+  resume_result resume(std::uint32_t budget) {
+    std::uint32_t ran = 0;
+    return resume(budget, ran);
+  }
 
   /// Asks the actor to stop. Graceful (`urgent` false): behind the messages already queued.
   /// Urgent: after the message being handled; what is queued is then dropped (dead letters,

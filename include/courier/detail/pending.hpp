@@ -23,6 +23,7 @@
 #include "courier/error.hpp"
 #include "courier/detail/message.hpp"
 #include "courier/pool.hpp"
+#include "courier/result.hpp"
 
 namespace courier::detail {
 
@@ -49,6 +50,7 @@ struct pending_base {
   bool has_timer = false;
   bool timer_linked = false;  // in timer_home's wheel; owner worker only
   bool timer_fresh = false;   // not yet given a deadline (deadline_ns holds the time-out)
+  bool host_route = false;    // `requester` is the system's host lane (a request made outside actors)
   std::atomic<bool> answered{false};       // a deferred reply was given (or failed): the promises' flag
   std::atomic<std::uint16_t> promises{0};  // live response_promise copies of this request
   std::int32_t timer_pos = -1;
@@ -57,7 +59,8 @@ struct pending_base {
   pending_base* timer_next = nullptr;
   pending_base* cancel_next = nullptr;  // on timer_home's cancel inbox (another thread's cancel)
   std::int64_t deadline_ns = 0;
-  actor_base* requester = nullptr;  // strong reference; null for a thread that is not an actor
+  actor_base* requester = nullptr;  // strong reference: the requesting actor, or the host lane;
+                                    // null for `ask` and for continuations given an executor
   system_core* core = nullptr;
   const pending_ops* ops = nullptr;
 };
@@ -80,10 +83,11 @@ struct response_slot : message_header {
   response_slot(pending_base* p, R&& v) : message_header{nullptr, p, response_type}, value(std::move(v)) {}
 };
 
-/// Runs a continuation of a requester that is not an actor, on the thread that settles the
-/// request (a replying actor's, the timer's, or the caller's). It runs as if from a plain thread
-/// (no current actor, so requests made there are plain-thread requests too), and an exception it
-/// throws is reported to the system's hook instead of failing the actor whose turn it borrows.
+/// Runs code on behalf of a requester that is not an actor: an executor's `execute` (which only
+/// hands the continuation over), or, once the host lane has closed at shutdown, the continuation
+/// itself, on the thread that settles the request. It runs as if from a plain thread (no current
+/// actor, so requests made there are plain-thread requests too), and an exception it throws is
+/// reported to the system's hook instead of failing the actor whose turn it borrows.
 template <class F>
 void run_detached_continuation(system_core* core, F&& run) noexcept {
   actor_base* const previous = current_actor;
@@ -104,7 +108,12 @@ void reply_value(pending_base* p, R&& value) {
   if (p->requester != nullptr) {
     auto* slot = pool::make<response_slot<R>>(p, std::move(value));
     if (!deliver_to(p->requester, slot)) {
-      pool::destroy(slot);
+      // A stopped requesting actor needs no answer; a closed host lane (after shutdown) still
+      // owes its plain thread exactly one continuation: it runs here.
+      if (p->host_route && claim(p))
+        run_detached_continuation(p->core, [&] { p->ops->deliver(p, slot); });
+      else
+        pool::destroy(slot);
       release(p);
     }
     return;
@@ -125,6 +134,7 @@ inline void reply_error(pending_base* p, const error& why) noexcept {
     slot->err = why;
     if (!deliver_to(p->requester, slot)) {
       pool::destroy(slot);
+      if (p->host_route && claim(p)) run_detached_continuation(p->core, [&] { p->ops->fail(p, why); });
       release(p);
     }
     return;
@@ -162,9 +172,71 @@ struct callback_pending : pending_base {
   static void fail(pending_base* self, const error& why) { static_cast<callback_pending*>(self)->on_error(why); }
   static void destroy(pending_base* self) noexcept {
     actor_base* requester = self->requester;
+    system_core* host_core = self->host_route ? self->core : nullptr;
     pool::destroy(static_cast<callback_pending*>(self));
     if (requester != nullptr) release_actor(requester);
+    if (host_core != nullptr) release_core(host_core);  // last: it may free the host lane
   }
+  static constexpr pending_ops table{&deliver, &discard_reply, &complete, &fail, &destroy};
+};
+
+/// The continuation of `then(executor, ...)`: whoever settles the request hands one callable to
+/// the executor (it holds the sink, the outcome and a reference on the system's shared state, so
+/// it may run after the system is gone); the callable runs the sink and reports an exception it
+/// throws to the system's hook.
+template <class R, class E, class S>
+struct executor_pending : pending_base {
+  E ex;
+  S sink;
+
+  executor_pending(E e, S s) : ex(std::move(e)), sink(std::move(s)) { ops = &table; }
+
+  class run_later {
+   public:
+    run_later(S s, result<R> outcome, system_core* core) noexcept(std::is_nothrow_move_constructible_v<S>)
+        : sink_(std::move(s)), outcome_(std::move(outcome)), core_(core) {
+      retain_core(core_);
+    }
+    run_later(run_later&& other) noexcept(std::is_nothrow_move_constructible_v<S>)
+        : sink_(std::move(other.sink_)), outcome_(std::move(other.outcome_)), core_(std::exchange(other.core_, nullptr)) {}
+    // Copyable when the continuation is, for executors that store std::function. Only one copy
+    // is expected to run; each holds its own reference.
+    run_later(const run_later& other)
+      requires std::is_copy_constructible_v<S> && std::is_copy_constructible_v<R>
+        : sink_(other.sink_), outcome_(other.outcome_), core_(other.core_) {
+      if (core_ != nullptr) retain_core(core_);
+    }
+    run_later& operator=(run_later&&) = delete;
+    ~run_later() {
+      if (core_ != nullptr) release_core(core_);
+    }
+    void operator()() {
+      try {
+        sink_(std::move(outcome_));
+      } catch (const std::exception& e) {
+        continuation_failed(core_, e.what());
+      } catch (...) {
+        continuation_failed(core_, "unknown exception");
+      }
+    }
+
+   private:
+    S sink_;
+    result<R> outcome_;
+    system_core* core_;
+  };
+
+  static void post(pending_base* self, result<R>&& outcome) {
+    auto* p = static_cast<executor_pending*>(self);
+    p->ex.execute(run_later(std::move(p->sink), std::move(outcome), p->core));
+  }
+  static void deliver(pending_base*, message_header* reply) { discard_reply(reply); }  // no requester: unused
+  static void discard_reply(message_header* reply) noexcept { pool::destroy(static_cast<response_slot<R>*>(reply)); }
+  static void complete(pending_base* self, void* value) {
+    post(self, result<R>(std::in_place, std::move(*static_cast<R*>(value))));
+  }
+  static void fail(pending_base* self, const error& why) { post(self, result<R>(failure_tag, why)); }
+  static void destroy(pending_base* self) noexcept { pool::destroy(static_cast<executor_pending*>(self)); }
   static constexpr pending_ops table{&deliver, &discard_reply, &complete, &fail, &destroy};
 };
 

@@ -27,6 +27,12 @@ void schedule(actor_base* actor);
 bool register_actor(system_core* core, actor_base* actor);
 void unregister_actor(system_core* core, actor_base* actor) noexcept;
 void release_core(system_core* core) noexcept;
+/// One more reference on `core` (a continuation handed to an executor holds one until it ran).
+void retain_core(system_core* core) noexcept;
+
+/// The system's host lane: the actor-like queue on which continuations of requests made outside
+/// any actor run (see executor.hpp). Never null while the system is running.
+actor_base* host_lane_of(system_core* core) noexcept;
 
 /// A continuation of a requester that is not an actor threw: counted and reported to the hook.
 void continuation_failed(system_core* core, const char* what) noexcept;
@@ -59,7 +65,13 @@ bool on_worker_thread() noexcept;
 
 /// Manual (deterministic or embedded) systems are driven by the host; `ask` drives them itself.
 bool is_manual(const system_core* core) noexcept;
-bool run_one(system_core* core);
+/// For a blocking wait on a manual system (`ask`, `await_all_stopped`): on the thread that drives
+/// it (deterministic: always), fires due timers and runs at most one message; true if it did
+/// anything. On any other thread of an embedded system it runs nothing and returns false, so
+/// host code only ever runs on the host's thread.
+bool drive_once(system_core* core);
+/// The longest a blocked driver may sleep before it must drive again (timers), in nanoseconds.
+std::int64_t drive_wait_hint_ns(system_core* core) noexcept;
 
 /// The actor whose handler runs on this thread right now, if any: requests made from a handler
 /// deliver their replies to that actor's mailbox.
