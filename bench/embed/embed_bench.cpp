@@ -65,6 +65,7 @@ class baseline_backend {
   }
   void detach() {}  // on the io thread, when the server closes
   void finish() {}  // after the io thread has returned
+  bool contract_kept() const { return true; }
 
  private:
   std::int64_t total_ = 0;
@@ -88,9 +89,16 @@ class embedded_backend {
   template <class Done>
   void add(std::int64_t n, Done done) {
     // From the io thread, outside every actor: the continuation goes to the host lane and runs
-    // inside a later poll() on this same thread.
-    counter_.request(::add{n}).then([done](std::int64_t total) { done(total); },
-                                    [done](const courier::error&) { done(-1); });
+    // inside a later poll() on this same thread (checked: a bool, no clock).
+    counter_.request(::add{n}).then(
+        [this, done](std::int64_t total) {
+          outside_poll_ += !in_poll_;
+          done(total);
+        },
+        [this, done](const courier::error&) {
+          outside_poll_ += !in_poll_;
+          done(-1);
+        });
   }
 
   void detach() {
@@ -108,6 +116,11 @@ class embedded_backend {
     (void)sys_.shutdown();
   }
 
+  bool contract_kept() const {
+    if (outside_poll_ > 0) std::fprintf(stderr, "E1: %zu continuation(s) ran outside poll()\n", outside_poll_);
+    return outside_poll_ == 0;
+  }
+
  private:
   static constexpr std::size_t budget = 64;  // messages per turn, then other handlers run
 
@@ -118,7 +131,9 @@ class embedded_backend {
   }
 
   void drive() {
+    in_poll_ = true;
     const courier::run_report report = sys_.poll(budget);
+    in_poll_ = false;
     watch_deadline();
     if (report.more) {
       asio::post(io_, [this] {
@@ -155,6 +170,8 @@ class embedded_backend {
   asio::steady_timer timer_;
   steady::time_point armed_for_ = steady::time_point::max();
   bool stopping_ = false;
+  bool in_poll_ = false;
+  std::size_t outside_poll_ = 0;
 };
 
 /// Courier's executor concept is `e.execute(fn)`; asio 1.22 keeps its executors' execute() private
@@ -182,6 +199,7 @@ class threaded_backend {
 
   void detach() {}
   void finish() { (void)sys_.shutdown(); }
+  bool contract_kept() const { return true; }  // asio::post: only the io thread runs the continuation
 
  private:
   static courier::config one_worker() {
@@ -291,7 +309,8 @@ class server {
 struct run_result {
   double requests_per_s = 0;
   double p99_us = 0;
-  bool replies_ok = false;  // every reply a number, the last total = the number of requests
+  bool replies_ok = false;  // every reply a number, the last total = the number of requests, and
+                            // (E1) every continuation ran inside poll()
 };
 
 class client {
@@ -427,6 +446,7 @@ run_result run_once(std::size_t connections, std::size_t requests) {
   asio::post(io, [&srv] { srv.close(); });
   server_thread.join();
   backend.finish();
+  r.replies_ok = r.replies_ok && backend.contract_kept();
   return r;
 }
 
