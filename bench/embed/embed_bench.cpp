@@ -14,9 +14,9 @@
 //             asio::post()s to the io_context, so the continuation runs on the io thread.
 // Each figure is the median of N runs (default 5); in every run the three servers run one after
 // another (the order turning from run to run), each with a fresh client and a fresh Courier
-// system, and ratio = courier req/s / baseline req/s of that run. p99 is the
-// 99th percentile of the per-request round-trip time seen by the client. --quick is the CI smoke
-// run (1,000 requests, one run).
+// system, and ratio = courier req/s / baseline req/s of that run. p99 is the 99th percentile of
+// the per-request round trip seen by the client. --quick is the CI smoke run (1,000 requests,
+// one run). E1 polls with a budget of 64 messages, then lets the io_context's other handlers run.
 //
 // The Courier side uses only the core embedding contract (system.hpp, request.hpp), not
 // courier/asio.hpp, so that this measures the contract itself.
