@@ -12,7 +12,8 @@
 //             the continuation runs on the host lane, inside poll() on the io thread;
 //   E2        threaded Courier (one worker); `then(executor, ...)` with an executor that
 //             asio::post()s to the io_context, so the continuation runs on the io thread.
-// Each figure is the median of N runs (default 5); in every run the three servers run one after
+// E2 also prints its floor: the same two thread hops with a plain thread and no Courier.
+// Each figure is the median of N runs (default 5); in every run the servers run one after
 // another (the order turning from run to run), each with a fresh client and a fresh Courier
 // system, and ratio = courier req/s / baseline req/s of that run. p99 is the 99th percentile of
 // the per-request round trip seen by the client. --quick is the CI smoke run (1,000 requests,
@@ -26,6 +27,9 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -213,7 +217,70 @@ class threaded_backend {
   io_executor io_executor_;
 };
 
-// ---- the server: the same sessions for all three ----------------------------------------------
+/// The raw limit of E2's path, in the same binary: the same two thread hops without Courier. The
+/// read handler hands the request to one plain thread (a mutex and a condition variable, as
+/// anyone would write it), which keeps the total and asio::post()s the reply back. E2 cannot beat
+/// this; its distance to this line is Courier's cost, the rest is the machine's wake-up price.
+class hop_floor_backend {
+ public:
+  explicit hop_floor_backend(asio::io_context& io) : io_(io), thread_([this] { loop(); }) {}
+  hop_floor_backend(const hop_floor_backend&) = delete;
+  hop_floor_backend& operator=(const hop_floor_backend&) = delete;
+  ~hop_floor_backend() { finish(); }
+
+  template <class Done>
+  void add(std::int64_t n, Done done) {
+    static_assert(sizeof(Done) <= 16, "the reply callback must fit std::function's inline buffer");
+    {
+      std::lock_guard lock(mutex_);
+      jobs_.push_back({n, std::function<void(std::int64_t)>(std::move(done))});
+    }
+    ready_.notify_one();
+  }
+  void detach() {}
+  void finish() {
+    {
+      std::lock_guard lock(mutex_);
+      if (stop_) return;
+      stop_ = true;
+    }
+    ready_.notify_one();
+    thread_.join();
+  }
+  bool contract_kept() const { return true; }
+
+ private:
+  struct job {
+    std::int64_t amount;
+    std::function<void(std::int64_t)> done;
+  };
+  void loop() {
+    std::vector<job> batch;
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      ready_.wait(lock, [this] { return stop_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;  // stop_, nothing left
+      batch.swap(jobs_);
+      lock.unlock();
+      for (auto& j : batch) {
+        total_ += j.amount;
+        asio::post(io_, [done = std::move(j.done), t = total_] { done(t); });
+      }
+      batch.clear();
+      lock.lock();
+    }
+  }
+
+  asio::io_context& io_;
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::vector<job> jobs_;
+  bool stop_ = false;
+  std::int64_t total_ = 0;  // the plain thread's
+  std::thread thread_;
+};
+
+// ---- the server: the same sessions for all of them --------------------------------------------
 
 constexpr char request_line[] = "add 1\n";
 
@@ -505,28 +572,35 @@ int main(int argc, char** argv) {
 
   bool all_ok = true;
   for (const std::size_t connections : {std::size_t{1}, std::size_t{8}, std::size_t{64}}) {
-    series base, embedded, threaded;
+    series base, embedded, threaded, floor;
     for (int run = 0; run < std::max(opts.runs, 1); ++run) {
       // The three one after another in one run, so that a change in the machine's load hits them
       // alike; the order turns from run to run, so that none always goes first.
-      run_result b, e, t;
-      for (int k = 0; k < 3; ++k) {
-        const int which = (k + run) % 3;
+      run_result b, e, t, f;
+      for (int k = 0; k < 4; ++k) {
+        const int which = (k + run) % 4;
         if (which == 0) b = run_once<baseline_backend>(connections, requests);
         if (which == 1 && e1) e = run_once<embedded_backend>(connections, requests);
         if (which == 2 && e2) t = run_once<threaded_backend>(connections, requests);
+        if (which == 3 && e2) f = run_once<hop_floor_backend>(connections, requests);
       }
       base.add(b, nullptr);
       if (e1) embedded.add(e, &b);
       if (e2) threaded.add(t, &b);
-      if (!(base.ok && embedded.ok && threaded.ok)) break;  // a broken server: no point in more runs
+      if (e2) floor.add(f, &b);
+      if (!(base.ok && embedded.ok && threaded.ok && floor.ok)) break;  // a broken server: no point in more runs
     }
     std::printf("baseline asio-plain conns=%zu req_s=%.0f p99_us=%.1f%s\n", connections, median(base.rate),
                 median(base.p99), base.ok ? "" : " REPLIES WRONG");
     if (e1) courier_line("E1 asio-embedded", connections, embedded);
-    if (e2) courier_line("E2 asio-threaded", connections, threaded);
+    if (e2) {
+      courier_line("E2 asio-threaded", connections, threaded);
+      // Not a Courier figure: the bound on E2 (two bare thread hops), ratio against the baseline.
+      std::printf("    floor: two plain thread hops without Courier: ratio=%.2f p99_us=%.1f\n", median(floor.ratio),
+                  median(floor.p99));
+    }
     std::fflush(stdout);
-    all_ok = all_ok && base.ok && embedded.ok && threaded.ok;
+    all_ok = all_ok && base.ok && embedded.ok && threaded.ok && floor.ok;
     if (!all_ok) break;
   }
   return all_ok ? 0 : 1;
