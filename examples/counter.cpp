@@ -34,7 +34,8 @@ int main() {
   }
   std::printf("counter total after 100 adds: %d\n", *total);
 
-  // Asynchronous request; from outside an actor the continuation runs on the replying worker.
+  // Asynchronous request; from outside an actor the continuation runs on the host lane: on a
+  // worker, but never inside the replying actor (an embedded system runs it inside poll()).
   std::atomic<int> async_total{-1};
   c.request(get{}, 1s).then([&](int v) { async_total = v; },
                             [&](const courier::error& e) { std::fprintf(stderr, "%s\n", e.describe().c_str()); });

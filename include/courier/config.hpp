@@ -57,11 +57,13 @@ struct config {
   /// Null: one line on stderr. Called until `shutdown` returns. Must not block.
   void (*on_continuation_error)(const error& what, void* context) = nullptr;
   void* continuation_error_context = nullptr;
-  /// Manual modes, for hosts without descriptors (libuv's uv_async_send is the model): called
-  /// when work becomes ready, on the thread that made it ready (any thread, possibly inside a
-  /// handler), once until the next run call. It must only schedule a run call (post to the
-  /// host's loop), never run one itself. Also called when a timer started outside a run call
-  /// becomes the earliest (read next_deadline() again). Called until `shutdown` returns.
+  /// Manual modes, for hosts without descriptors or that would rather post to their own loop
+  /// (libuv's uv_async_send is the model): called when work becomes ready, on the thread that
+  /// made it ready (any thread, possibly inside a handler), once until the next run call. It
+  /// must only schedule a run call (post to the host's loop), never run one itself. Also called
+  /// when a timer started outside a run call becomes the earliest (read next_deadline() again).
+  /// Called until `shutdown` returns. With it set, an embedded system makes no wake_fd (-1), so
+  /// a wake-up from the host's own thread costs no system call.
   void (*on_wake)(void* context) = nullptr;
   void* wake_context = nullptr;
 

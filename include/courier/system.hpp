@@ -165,8 +165,8 @@ class system {
   /// Embedded mode: an eventfd, readable while work is ready (see the loop contract above; watch
   /// it level- or edge-triggered). Courier owns it until the system is destroyed: a host that
   /// wraps it (asio's stream_descriptor, a libuv poll handle) must release it, never close it,
-  /// and stop watching it before the system's destructor closes it. -1 in the other modes. A host
-  /// without descriptors sets config::on_wake instead.
+  /// and stop watching it before the system's destructor closes it. -1 in the other modes, and
+  /// when config::on_wake is set (the host is told through the callback instead).
   int wake_fd() const noexcept;
 
   /// Starts a shutdown without blocking: asks every actor to stop (after what is queued), as

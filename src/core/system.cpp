@@ -95,7 +95,9 @@ timer_service::clock_kind clock_for(scheduling mode) {
 system_core::system_core(const config& c)
     : cfg(c), manual(c.mode != scheduling::threaded), injection(1024), timers(this, clock_for(c.mode)) {
   if (cfg.throughput == 0) cfg.throughput = 1;
-  if (cfg.mode == scheduling::embedded) {
+  // A host that asked for a callback gets no descriptor: signalling then costs no system call,
+  // which is the point of asking (a host that posts to its own loop from its own thread).
+  if (cfg.mode == scheduling::embedded && cfg.on_wake == nullptr) {
     event_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (event_fd < 0) throw std::system_error(errno, std::generic_category(), "courier: eventfd for wake_fd");
   }

@@ -200,6 +200,31 @@ TEST_CASE("request and reply between actors allocate nothing in steady state", "
   }
 }
 
+TEST_CASE("host requests in embedded mode (continuations on the host lane, host-driven time-outs) allocate nothing",
+          "[allocation]") {
+  courier_test::watchdog wd{"allocation: host requests", std::chrono::seconds(60)};
+  for (bool with_timeout : {false, true}) {
+    INFO("with a time-out: " << with_timeout);
+    courier::system sys{courier::config::embedded()};
+    auto r = sys.spawn<responder>();
+    std::uint64_t replies = 0;
+    auto round = [&](int requests) {
+      for (int i = 0; i < requests; ++i) {
+        auto h = with_timeout ? r.request(value_request{1}, std::chrono::seconds(10)) : r.request(value_request{1});
+        std::move(h).then([&](std::uint64_t v) { replies += v; }, [](const courier::error&) {});
+        if (i % 64 == 63) sys.poll();
+      }
+      sys.run_until_idle();
+    };
+    round(20'000);  // warm-up: pool slots, timer storage, queue blocks
+    const auto before = heap_events();
+    round(100'000);
+    const auto after = heap_events();
+    CHECK(after - before == 0);
+    CHECK(replies == 2u * 120'000u);  // the responder answers n + 1
+  }
+}
+
 TEST_CASE("ping-pong between actors and blocking ask across threads allocate nothing", "[allocation]") {
   courier_test::watchdog wd{"allocation: ping-pong", std::chrono::seconds(60)};
   courier::system sys;
