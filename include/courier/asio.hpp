@@ -300,7 +300,8 @@ class embedded_loop {
 
   /// Starts driving: the first turn is posted, so it runs once the io_context runs. `budget` is
   /// the most messages one turn runs before asio's other handlers get their turn. Throws
-  /// std::invalid_argument when `sys` is not in embedded mode.
+  /// std::invalid_argument when `sys` is not in embedded mode, or has no wake_fd because its
+  /// config sets `on_wake`.
   embedded_loop(const executor_type& ex, courier::system& sys, std::size_t budget = 1024)
       : state_(make_state(ex, sys, budget)) {}
   embedded_loop(::asio::io_context& io, courier::system& sys, std::size_t budget = 1024)
@@ -355,7 +356,8 @@ class embedded_loop {
   static std::shared_ptr<detail::loop_state> make_state(const executor_type& ex, courier::system& sys,
                                                         std::size_t budget) {
     if (sys.settings().mode != scheduling::embedded || sys.wake_fd() < 0)
-      throw std::invalid_argument("courier::asio::embedded_loop needs a system in embedded mode");
+      throw std::invalid_argument(
+          "courier::asio::embedded_loop needs a system in embedded mode with a wake_fd (config::on_wake unset)");
     if (budget == 0) throw std::invalid_argument("courier::asio::embedded_loop: a budget of 0 runs nothing");
     auto state = std::make_shared<detail::loop_state>(ex, sys, budget);
     state->wake.assign(sys.wake_fd());

@@ -441,7 +441,7 @@ TEST_CASE("asio embedded_loop: destroyed before its system, it releases wake_fd 
   CHECK(sys.shutdown(1s).clean);
 }
 
-TEST_CASE("asio embedded_loop: refuses a system that is not embedded", "[asio]") {
+TEST_CASE("asio embedded_loop: refuses a system that is not embedded or has no wake_fd", "[asio]") {
   ::asio::io_context io;
   courier::config cfg;
   cfg.workers = 1;
@@ -451,6 +451,10 @@ TEST_CASE("asio embedded_loop: refuses a system that is not embedded", "[asio]")
   CHECK_THROWS_AS(courier::asio::embedded_loop(io, deterministic), std::invalid_argument);
   courier::system embedded{courier::config::embedded()};
   CHECK_THROWS_AS(courier::asio::embedded_loop(io, embedded, 0), std::invalid_argument);
+  courier::config woken = courier::config::embedded();
+  woken.on_wake = [](void*) {};  // no eventfd then: nothing for the loop to wait on
+  courier::system without_fd{woken};
+  CHECK_THROWS_AS(courier::asio::embedded_loop(io, without_fd), std::invalid_argument);
 }
 
 TEST_CASE("asio async_request: co_await in embedded mode", "[asio][embedded]") {
