@@ -172,8 +172,10 @@ int main(int argc, char** argv) {
     }
   }
 
-  ::asio::io_context io(1);                            // one thread: this one
-  courier::system sys{courier::config::embedded()};   // before the loop, which polls it
+  ::asio::io_context io(1);  // one thread: this one
+  // on_wake posts to io (no eventfd): a request made in a session costs no system call to wake
+  // the loop. The system comes after io and before the loop, which polls it.
+  courier::system sys{courier::asio::embedded_config(io)};
   courier::asio::embedded_loop loop(io, sys);
   courier::actor_ref<counter_api> total = sys.spawn<counter>();
 

@@ -3,12 +3,15 @@
 /// Courier inside an asio program (standalone asio 1.22 or later; built and installed only when
 /// CMake finds `asio.hpp`; link `courier::asio`).
 ///
-/// - `embedded_loop` drives an embedded system (`config::embedded()`) from an `::asio::io_context`:
-///   the thread that runs the io_context runs the actors, between asio's own handlers. It waits
-///   for `system::wake_fd()` with a `stream_descriptor`, runs at most `budget` messages per turn,
-///   and posts the next turn rather than looping when more is ready, so sockets and timers get
-///   their turn too. A `steady_timer` set to `system::next_deadline()` fires time-outs and delayed
-///   sends, which have no thread of their own in embedded mode.
+/// - `embedded_loop` drives an embedded system from an `::asio::io_context`: the thread that runs
+///   the io_context runs the actors, between asio's own handlers. It learns that work is ready
+///   either from `system::wake_fd()`, watched with a `stream_descriptor` (a system made with
+///   `config::embedded()`), or from `config::on_wake` posting to the io_context (a system made
+///   with `embedded_config(io)`: no eventfd, so work made on the io thread costs no system call).
+///   A turn runs at most `budget` messages; when more is ready the next turn is posted rather than
+///   looped, so sockets and timers get their turn too. A `steady_timer` set to
+///   `system::next_deadline()` fires time-outs and delayed sends, which have no thread of their
+///   own in embedded mode.
 /// - `executor` hands a request's continuation to an asio executor with `::asio::post`: the
 ///   continuation runs on the io_context's thread, never inline on the thread that settled it.
 /// - `async_request(ref, msg, timeout, token)` is a request as an asio asynchronous operation with
@@ -35,7 +38,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <list>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <system_error>
 #include <type_traits>
@@ -111,6 +116,41 @@ struct shutdown_completion_for final : shutdown_completion {
   }
 };
 
+struct loop_state;
+
+/// The target of config::on_wake for a system made with `embedded_config(io)`: it posts a turn to
+/// the loop bound to it, so work made ready on the io thread itself costs no system call. It is
+/// owned by the io_context (see wake_service), which therefore outlives every system using it.
+struct wake_relay {
+  explicit wake_relay(::asio::any_io_executor e) : ex(std::move(e)) {}
+
+  static void wake(void* context) noexcept;  // any thread; defined after loop_state
+
+  ::asio::any_io_executor ex;
+  std::mutex mutex;               // on_wake runs on any thread; bind and unbind on the io thread
+  std::weak_ptr<loop_state> loop;  // empty until an embedded_loop binds, and again after it stops
+};
+
+/// Keeps the relays of an io_context for as long as it lives (asio destroys services last).
+class wake_service : public ::asio::execution_context::service {
+ public:
+  using key_type = wake_service;
+  static inline ::asio::execution_context::id id;
+
+  explicit wake_service(::asio::execution_context& context) : ::asio::execution_context::service(context) {}
+
+  wake_relay* make_relay(const ::asio::any_io_executor& ex) {
+    std::lock_guard lock(mutex_);
+    return &relays_.emplace_back(ex);
+  }
+
+ private:
+  void shutdown() override {}
+
+  std::mutex mutex_;
+  std::list<wake_relay> relays_;  // a list: relays never move, systems hold pointers to them
+};
+
 /// What the asio handlers of an embedded_loop share. They hold it by shared_ptr, so the loop may
 /// be destroyed while handlers are still queued: they find `closed` and return.
 struct loop_state : std::enable_shared_from_this<loop_state> {
@@ -136,7 +176,14 @@ struct loop_state : std::enable_shared_from_this<loop_state> {
     schedule_turn();  // work may already be ready, or shutdown may have been asked before the first turn
   }
 
+  /// A turn asked for by the relay (config::on_wake), on the io thread.
+  void woken() {
+    if (closed || posted) return;  // a turn is already on its way
+    turn();
+  }
+
   void wait_for_work() {
+    if (relay != nullptr) return;  // nothing to wait on: the relay posts when work is ready
     if (closed || waiting) return;
     waiting = true;
     wake.async_wait(::asio::posix::stream_descriptor::wait_read, [self = shared_from_this()](const std::error_code& ec) {
@@ -195,12 +242,10 @@ struct loop_state : std::enable_shared_from_this<loop_state> {
     timer.async_wait([self = shared_from_this(), generation = timer_generation](const std::error_code& ec) {
       if (self->closed || ec == ::asio::error::operation_aborted || generation != self->timer_generation) return;
       self->timer_expiry = clock::time_point::max();
-      self->sys->fire_due_timers();  // what fired is now ready: the wake-up descriptor turns readable
-      if (self->shutting_down && clock::now() >= self->shutdown_deadline) {
-        self->schedule_turn();  // after_turn finishes the shutdown
-        return;
-      }
-      self->arm_timer();
+      // A turn, not fire_due_timers() alone: poll fires what is due first and runs it at once,
+      // with no round trip through the wake-up; its after_turn re-arms the timer (or finishes a
+      // shutdown whose deadline this was).
+      self->schedule_turn();
     });
   }
 
@@ -258,10 +303,15 @@ struct loop_state : std::enable_shared_from_this<loop_state> {
       // A timer that cannot be cancelled still finds `closed` when it fires.
     }
     release_wake();
+    if (relay != nullptr) {
+      std::lock_guard lock(relay->mutex);
+      relay->loop.reset();
+    }
   }
 
   courier::system* sys;  // null once the loop is destroyed
   std::size_t budget;
+  wake_relay* relay = nullptr;  // set for a system made with embedded_config(): no wake_fd then
   ::asio::posix::stream_descriptor wake;
   ::asio::steady_timer timer;
   clock::time_point timer_expiry = clock::time_point::max();  // max: not armed
@@ -276,14 +326,43 @@ struct loop_state : std::enable_shared_from_this<loop_state> {
   std::vector<std::unique_ptr<shutdown_completion>> completions;
 };
 
+inline void wake_relay::wake(void* context) noexcept {
+  auto* self = static_cast<wake_relay*>(context);
+  std::weak_ptr<loop_state> target;
+  {
+    std::lock_guard lock(self->mutex);
+    target = self->loop;
+  }
+  if (target.expired()) return;  // no loop yet: its first turn, posted when it binds, looks anyway
+  try {
+    ::asio::post(self->ex, [target = std::move(target)] {
+      if (auto loop = target.lock()) loop->woken();
+    });
+  } catch (...) {
+    // Out of memory for the handler: the next wake-up, or the loop's next turn, runs the work.
+  }
+}
+
 }  // namespace detail
+
+/// A config for an embedded system that an embedded_loop on `io` drives without an eventfd:
+/// `on_wake` posts a turn to `io`, so a send from the io thread itself (a session's request, a
+/// reply inside a turn) costs no system call. `io` must outlive the system (declare it first);
+/// the other fields come from `base`.
+inline courier::config embedded_config(::asio::io_context& io, courier::config base = courier::config::embedded()) {
+  base.mode = scheduling::embedded;
+  base.on_wake = &detail::wake_relay::wake;
+  base.wake_context = ::asio::use_service<detail::wake_service>(static_cast<::asio::execution_context&>(io))
+                          .make_relay(io.get_executor());
+  return base;
+}
 
 /// Drives an embedded system from an io_context: the io_context's thread runs the actors, the
 /// host continuations of requests made outside actors, and the system's timers.
 ///
 /// ```cpp
 /// ::asio::io_context io;
-/// courier::system sys{courier::config::embedded()};
+/// courier::system sys{courier::asio::embedded_config(io)};  // or config::embedded(): wake_fd
 /// courier::asio::embedded_loop loop(io, sys);
 /// auto c = sys.spawn<counter>();
 /// ::asio::signal_set signals(io, SIGINT);
@@ -291,7 +370,8 @@ struct loop_state : std::enable_shared_from_this<loop_state> {
 /// io.run();  // returns once the system has shut down and nothing else is left
 /// ```
 /// The system must outlive the loop (declare it first): the loop polls it, and its wake-up
-/// descriptor belongs to the system, so the loop releases it from asio and never closes it.
+/// descriptor belongs to the system, so the loop releases it from asio and never closes it. With
+/// `embedded_config(io)`, `io` must outlive the system too (declare it before both).
 ///
 /// Thread-safety: see the file comment; one thread, the io_context's.
 class embedded_loop {
@@ -300,8 +380,9 @@ class embedded_loop {
 
   /// Starts driving: the first turn is posted, so it runs once the io_context runs. `budget` is
   /// the most messages one turn runs before asio's other handlers get their turn. Throws
-  /// std::invalid_argument when `sys` is not in embedded mode, or has no wake_fd because its
-  /// config sets `on_wake`.
+  /// std::invalid_argument when `sys` is not in embedded mode, when its config sets an `on_wake`
+  /// of its own (no wake_fd then), or when another loop already drives it through
+  /// `embedded_config`.
   embedded_loop(const executor_type& ex, courier::system& sys, std::size_t budget = 1024)
       : state_(make_state(ex, sys, budget)) {}
   embedded_loop(::asio::io_context& io, courier::system& sys, std::size_t budget = 1024)
@@ -355,12 +436,23 @@ class embedded_loop {
  private:
   static std::shared_ptr<detail::loop_state> make_state(const executor_type& ex, courier::system& sys,
                                                         std::size_t budget) {
-    if (sys.settings().mode != scheduling::embedded || sys.wake_fd() < 0)
+    const courier::config& cfg = sys.settings();
+    const bool relayed = cfg.on_wake == &detail::wake_relay::wake;
+    if (cfg.mode != scheduling::embedded || (!relayed && sys.wake_fd() < 0))
       throw std::invalid_argument(
-          "courier::asio::embedded_loop needs a system in embedded mode with a wake_fd (config::on_wake unset)");
+          "courier::asio::embedded_loop needs a system in embedded mode, with a wake_fd or made with "
+          "courier::asio::embedded_config (not another on_wake)");
     if (budget == 0) throw std::invalid_argument("courier::asio::embedded_loop: a budget of 0 runs nothing");
     auto state = std::make_shared<detail::loop_state>(ex, sys, budget);
-    state->wake.assign(sys.wake_fd());
+    if (relayed) {
+      state->relay = static_cast<detail::wake_relay*>(cfg.wake_context);
+      std::lock_guard lock(state->relay->mutex);
+      if (!state->relay->loop.expired())
+        throw std::invalid_argument("courier::asio::embedded_loop: this system already has a loop");
+      state->relay->loop = state;
+    } else {
+      state->wake.assign(sys.wake_fd());
+    }
     ::asio::post(ex, [state] { state->start(); });
     return state;
   }

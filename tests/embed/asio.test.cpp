@@ -118,6 +118,12 @@ courier::shutdown_report shut_down(::asio::io_context& io, courier::asio::embedd
 
 bool fd_open(int fd) { return ::fcntl(fd, F_GETFD) != -1; }
 
+/// The two ways a loop learns that work is ready: wake_fd (config::embedded()), or on_wake
+/// posting to the io_context (embedded_config: no eventfd). `io` must outlive the system.
+courier::config config_for(::asio::io_context& io, bool by_post) {
+  return by_post ? courier::asio::embedded_config(io) : courier::config::embedded();
+}
+
 }  // namespace
 
 static_assert(courier::executor<courier::asio::executor<::asio::io_context::executor_type>>);
@@ -125,8 +131,10 @@ static_assert(courier::executor<courier::asio::executor<::asio::io_context::exec
 TEST_CASE("asio embedded_loop: actors and host continuations run on the io thread, never inline",
           "[asio][embedded]") {
   courier_test::watchdog wd("asio io thread");
+  const bool by_post = GENERATE(false, true);
+  CAPTURE(by_post);
   ::asio::io_context io;
-  courier::system sys{courier::config::embedded()};
+  courier::system sys{config_for(io, by_post)};
   courier::asio::embedded_loop loop(io, sys);
   auto c = sys.spawn<counter>();
 
@@ -158,8 +166,10 @@ TEST_CASE("asio embedded_loop: actors and host continuations run on the io threa
 
 TEST_CASE("asio embedded_loop: sends from another thread wake the loop", "[asio][embedded][concurrent]") {
   courier_test::watchdog wd("asio cross-thread wake", 60s);
+  const bool by_post = GENERATE(false, true);
+  CAPTURE(by_post);
   ::asio::io_context io;
-  courier::system sys{courier::config::embedded()};
+  courier::system sys{config_for(io, by_post)};
   courier::asio::embedded_loop loop(io, sys, 16);
   int handled = 0;
   auto c = sys.spawn<chatter>(&handled);  // `handled` is touched only on the io thread
@@ -185,8 +195,10 @@ TEST_CASE("asio embedded_loop: sends from another thread wake the loop", "[asio]
 
 TEST_CASE("asio embedded_loop: delayed sends and request time-outs fire from asio's timer", "[asio][embedded]") {
   courier_test::watchdog wd("asio timers");
+  const bool by_post = GENERATE(false, true);
+  CAPTURE(by_post);
   ::asio::io_context io;
-  courier::system sys{courier::config::embedded()};
+  courier::system sys{config_for(io, by_post)};
   courier::asio::embedded_loop loop(io, sys);
   auto c = sys.spawn<counter>();
   auto s = sys.spawn<silent>();
@@ -220,8 +232,10 @@ TEST_CASE("asio embedded_loop: delayed sends and request time-outs fire from asi
 
 TEST_CASE("asio embedded_loop: a delayed send alone (no message) is fired on time", "[asio][embedded]") {
   courier_test::watchdog wd("asio delayed send alone");
+  const bool by_post = GENERATE(false, true);
+  CAPTURE(by_post);
   ::asio::io_context io;
-  courier::system sys{courier::config::embedded()};
+  courier::system sys{config_for(io, by_post)};
   courier::asio::embedded_loop loop(io, sys);
   int handled = 0;
   auto c = sys.spawn<chatter>(&handled);
@@ -239,8 +253,10 @@ TEST_CASE("asio embedded_loop: a delayed send alone (no message) is fired on tim
 
 TEST_CASE("asio embedded_loop: a busy actor does not starve asio's other handlers", "[asio][embedded]") {
   courier_test::watchdog wd("asio fairness");
+  const bool by_post = GENERATE(false, true);
+  CAPTURE(by_post);
   ::asio::io_context io;
-  courier::system sys{courier::config::embedded()};
+  courier::system sys{config_for(io, by_post)};
   courier::asio::embedded_loop loop(io, sys, 16);
   int handled = 0;
   auto c = sys.spawn<chatter>(&handled);
@@ -264,8 +280,10 @@ TEST_CASE("asio embedded_loop: a busy actor does not starve asio's other handler
 
 TEST_CASE("asio embedded_loop: async_shutdown stops every actor and leaves wake_fd open", "[asio][embedded]") {
   courier_test::watchdog wd("asio shutdown");
+  const bool by_post = GENERATE(false, true);
+  CAPTURE(by_post);
   ::asio::io_context io;
-  courier::system sys{courier::config::embedded()};
+  courier::system sys{config_for(io, by_post)};
   courier::asio::embedded_loop loop(io, sys);
   std::atomic<int> stops{0};
   auto a = sys.spawn<counter>(&stops);
@@ -296,7 +314,10 @@ TEST_CASE("asio embedded_loop: async_shutdown stops every actor and leaves wake_
   REQUIRE(pending_failed.has_value());  // the host continuation ran before the report
   CHECK((*pending_failed == errc::actor_stopped || *pending_failed == errc::system_shutdown ||
          *pending_failed == errc::broken_promise));
-  CHECK(fd_open(fd));  // released from asio, never closed: the system still owns it
+  if (by_post)
+    CHECK(fd == -1);  // on_wake instead: no eventfd at all
+  else
+    CHECK(fd_open(fd));  // released from asio, never closed: the system still owns it
   CHECK_FALSE(a.send(add{1}));
 
   // Asked again, it completes with the same report, asynchronously.
@@ -318,8 +339,10 @@ TEST_CASE("asio embedded_loop: async_shutdown stops every actor and leaves wake_
 TEST_CASE("asio embedded_loop: ask from an asio handler on the io thread runs the system while it waits",
           "[asio][embedded]") {
   courier_test::watchdog wd("asio ask on the io thread");
+  const bool by_post = GENERATE(false, true);
+  CAPTURE(by_post);
   ::asio::io_context io;
-  courier::system sys{courier::config::embedded()};
+  courier::system sys{config_for(io, by_post)};
   courier::asio::embedded_loop loop(io, sys);
   auto c = sys.spawn<counter>();
   std::optional<courier::result<sample>> asked;
@@ -341,8 +364,10 @@ TEST_CASE("asio embedded_loop: ask from an asio handler on the io thread runs th
 TEST_CASE("asio embedded_loop: async_shutdown past its deadline completes with system::shutdown's report",
           "[asio][embedded]") {
   courier_test::watchdog wd("asio shutdown deadline");
+  const bool by_post = GENERATE(false, true);
+  CAPTURE(by_post);
   ::asio::io_context io;
-  courier::system sys{courier::config::embedded()};
+  courier::system sys{config_for(io, by_post)};
   courier::asio::embedded_loop loop(io, sys, 16);
   int handled = 0;
   auto c = sys.spawn<chatter>(&handled);
@@ -366,8 +391,10 @@ TEST_CASE("asio embedded_loop: async_shutdown past its deadline completes with s
 
 TEST_CASE("asio embedded_loop: async_shutdown of an empty system completes at once", "[asio][embedded]") {
   courier_test::watchdog wd("asio empty shutdown");
+  const bool by_post = GENERATE(false, true);
+  CAPTURE(by_post);
   ::asio::io_context io;
-  courier::system sys{courier::config::embedded()};
+  courier::system sys{config_for(io, by_post)};
   courier::asio::embedded_loop loop(io, sys);
   CHECK(shut_down(io, loop).clean);
   CHECK(sys.stopped());
@@ -375,8 +402,10 @@ TEST_CASE("asio embedded_loop: async_shutdown of an empty system completes at on
 
 TEST_CASE("asio embedded_loop: async_shutdown asked from a host continuation, inside a turn", "[asio][embedded]") {
   courier_test::watchdog wd("asio shutdown from a continuation");
+  const bool by_post = GENERATE(false, true);
+  CAPTURE(by_post);
   ::asio::io_context io;
-  courier::system sys{courier::config::embedded()};
+  courier::system sys{config_for(io, by_post)};
   courier::asio::embedded_loop loop(io, sys);
   std::atomic<int> stops{0};
   auto c = sys.spawn<counter>(&stops);
@@ -398,10 +427,12 @@ TEST_CASE("asio embedded_loop: async_shutdown asked from a host continuation, in
 TEST_CASE("asio embedded_loop: an async_shutdown still queued when the loop is destroyed completes, unclean",
           "[asio][embedded]") {
   courier_test::watchdog wd("asio shutdown after the loop");
+  const bool by_post = GENERATE(false, true);
+  CAPTURE(by_post);
   ::asio::io_context io;
   std::optional<courier::shutdown_report> report;
   {
-    courier::system sys{courier::config::embedded()};
+    courier::system sys{config_for(io, by_post)};
     courier::asio::embedded_loop loop(io, sys);
     (void)sys.spawn<counter>();
     loop.async_shutdown([&](courier::shutdown_report r) { report = std::move(r); });  // posted, not run yet
@@ -455,12 +486,17 @@ TEST_CASE("asio embedded_loop: refuses a system that is not embedded or has no w
   woken.on_wake = [](void*) {};  // no eventfd then: nothing for the loop to wait on
   courier::system without_fd{woken};
   CHECK_THROWS_AS(courier::asio::embedded_loop(io, without_fd), std::invalid_argument);
+  courier::system relayed{courier::asio::embedded_config(io)};
+  courier::asio::embedded_loop first(io, relayed);
+  CHECK_THROWS_AS(courier::asio::embedded_loop(io, relayed), std::invalid_argument);  // one loop per system
 }
 
 TEST_CASE("asio async_request: co_await in embedded mode", "[asio][embedded]") {
   courier_test::watchdog wd("asio co_await embedded");
+  const bool by_post = GENERATE(false, true);
+  CAPTURE(by_post);
   ::asio::io_context io;
-  courier::system sys{courier::config::embedded()};
+  courier::system sys{config_for(io, by_post)};
   courier::asio::embedded_loop loop(io, sys);
   auto c = sys.spawn<counter>();
   auto s = sys.spawn<silent>();
@@ -502,8 +538,10 @@ TEST_CASE("asio async_request: co_await in embedded mode", "[asio][embedded]") {
 TEST_CASE("asio async_request: a callback without an executor runs on the host lane; none runs inline",
           "[asio][embedded]") {
   courier_test::watchdog wd("asio callback host lane");
+  const bool by_post = GENERATE(false, true);
+  CAPTURE(by_post);
   ::asio::io_context io;
-  courier::system sys{courier::config::embedded()};
+  courier::system sys{config_for(io, by_post)};
   courier::asio::embedded_loop loop(io, sys);
   auto c = sys.spawn<counter>();
   std::optional<courier::result<sample>> got;
