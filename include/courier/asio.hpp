@@ -20,8 +20,9 @@
 /// Thread-safety: an `embedded_loop` belongs to the thread that runs its io_context, which must be
 /// one thread (the actors run in its handlers, and the system's run calls are for one driving
 /// thread at a time); build it anywhere, destroy it on that thread or while the io_context is not
-/// running. Its `async_shutdown` may be called from any thread. `executor` is a value type, safe to copy and use from any thread. `async_request` may be
-/// called from any thread, as `request` may.
+/// running; its `async_shutdown` may be called from any thread. `executor` is a value type, safe
+/// to copy and use from any thread. `async_request` may be called from any thread, as `request`
+/// may. `embedded_config` may be called from any thread.
 
 #include <asio/associated_executor.hpp>
 #include <asio/async_result.hpp>
