@@ -2,8 +2,9 @@
 /// @file
 /// Where a request's continuation runs: `request(...).then(executor, on_value, on_error)`.
 ///
-/// An executor is any object with `execute(f)` taking a nullary callable, the shape of asio's
-/// executors (`io.get_executor()`), of `courier::asio::executor(io)` and of a hand-written queue.
+/// An executor is any object with a public `execute(f)` taking a nullary callable:
+/// `courier::asio::executor(io)` (asio.hpp; asio's own executors spell it
+/// `asio::execution::execute(ex, f)`, so they need that adapter), or a hand-written queue.
 /// Courier calls `execute` once per request, on the thread that settles it (the replying actor's
 /// worker, the timer, or the caller of `then` for an error known at once), with a callable that
 /// runs the continuation. So `execute` must hand the callable over (post it) and return: one that
