@@ -115,9 +115,10 @@ class [[nodiscard]] request_handle {
     using pending = detail::executor_pending<reply_type, E, S>;
     detail::actor_base* target = target_.base();
     if (target == nullptr) {
-      ex.execute([s = std::move(on_result)]() mutable {
-        s(result<reply_type>(failure_tag, error(errc::empty_reference, "request through an empty actor_ref")));
-      });
+      using run_later = typename pending::run_later;
+      ex.execute(run_later(std::move(on_result),
+                           result<reply_type>(failure_tag, error(errc::empty_reference, "request through an empty actor_ref")),
+                           nullptr));
       return;
     }
     auto* p = pool::make<pending>(std::move(ex), std::move(on_result));

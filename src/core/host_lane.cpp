@@ -30,7 +30,10 @@ void host_lane::free(host_lane* lane) noexcept {
   pool::deallocate(lane, sizeof(host_lane), alignof(host_lane) > 64 ? alignof(host_lane) : 64);
 }
 
-void host_lane::close_after_queued() { request_exit(errc::system_shutdown); }
+void host_lane::close_after_queued() {
+  closing_.store(true, std::memory_order_release);
+  request_exit(errc::system_shutdown);
+}
 
 bool host_lane::wait_closed(std::chrono::nanoseconds timeout) const noexcept {
   const auto start = std::chrono::steady_clock::now();
@@ -92,7 +95,7 @@ resume_result host_lane::resume_impl(actor_base* base, std::uint32_t budget, std
       return resume_result::stopped;
     }
     self->run(m);
-    if (handled == budget) {
+    if (handled >= budget && !self->closing_.load(std::memory_order_acquire)) {
       ran += handled;
       return self->mailbox_.try_block() ? resume_result::idle : resume_result::reschedule;
     }

@@ -44,6 +44,10 @@ class host_lane final : public actor_base {
   void finish() noexcept;
 
   std::atomic<std::uint32_t> closed_{0};
+  // Set by close_after_queued: from then on a turn ignores its budget and runs on to the exit, so
+  // a shutdown called from inside a continuation (the lane is mid-turn, not in the run queue,
+  // and the run calls stop running anything once shutdown has finished) cannot strand the rest.
+  std::atomic<bool> closing_{false};
 };
 
 }  // namespace courier::detail

@@ -58,9 +58,8 @@ bool on_worker_thread() noexcept { return this_worker != nullptr; }
 bool is_manual(const system_core* core) noexcept { return core->manual; }
 
 bool drive_once(system_core* core) {
-  if (core->cfg.mode == scheduling::embedded && core->driver.load(std::memory_order_relaxed) != std::this_thread::get_id())
-    return false;  // the host's thread runs host code; this one only waits
-  run_scope scope(core);
+  run_scope scope(core, run_scope::kind::blocking_call);
+  if (!scope.entered()) return false;  // the host's thread runs host code; this one only waits
   const bool fired = core->timers.fire_due_now() > 0;
   std::uint32_t ran = 0;
   return core->run_turn(1, ran) || fired;
@@ -72,19 +71,37 @@ std::int64_t drive_wait_hint_ns(system_core* core) noexcept {
   return std::max<std::int64_t>(earliest - steady_now_ns(), 0);
 }
 
-run_scope::run_scope(system_core* core) noexcept : core_(core), previous_(running_core) {
+run_scope::run_scope(system_core* core, kind k) noexcept : core_(core), blocking_(k == kind::blocking_call) {
+  const std::thread::id me = std::this_thread::get_id();
+  if (core->active.load(std::memory_order_acquire) != me) {  // not nested in a scope of this thread
+    if (blocking_) {
+      if (core->cfg.mode == scheduling::embedded && core->driver.load(std::memory_order_acquire) != me) return;
+      std::thread::id none{};
+      if (!core->active.compare_exchange_strong(none, me, std::memory_order_acq_rel)) return;
+    } else {
+      if (core->driver.load(std::memory_order_relaxed) != me) core->driver.store(me, std::memory_order_release);
+      // A blocking call that entered as the driver just before runs one message: wait it out.
+      for (std::thread::id none{}; !core->active.compare_exchange_weak(none, me, std::memory_order_acq_rel); none = {})
+        std::this_thread::yield();
+    }
+    owner_ = true;
+  }
+  entered_ = true;
+  previous_ = running_core;
   running_core = core;
-  if (core->driver.load(std::memory_order_relaxed) != std::this_thread::get_id())
-    core->driver.store(std::this_thread::get_id(), std::memory_order_relaxed);
+  earliest_on_entry_ = core->timers.earliest_ns();
   core->drain_wake_fd();
 }
 
 run_scope::~run_scope() {
+  if (!entered_) return;
   running_core = previous_;
   // Level-triggered: readable now exactly when work is ready. Drain first, then look: a producer
   // that enqueues after the drain finds the flag clear and signals again.
   core_->drain_wake_fd();
-  if (core_->injection.size_approx() > 0) core_->signal_fd();
+  const bool new_deadline = blocking_ && owner_ && core_->timers.earliest_ns() < earliest_on_entry_;
+  if (core_->injection.size_approx() > 0 || new_deadline) core_->signal_fd();
+  if (owner_) core_->active.store(std::thread::id{}, std::memory_order_release);
 }
 
 void schedule(actor_base* actor) {
@@ -251,7 +268,10 @@ void system_core::drain_wake_fd() noexcept {
   // where re-arming first could let its write be drained here and its next signal be skipped.
   if (event_fd >= 0) {
     std::uint64_t value = 0;
-    [[maybe_unused]] auto n = ::read(event_fd, &value, sizeof value);
+    // Nothing to read: the producer that set the flag has not written yet. Its write is on the
+    // way; clearing the flag now would leave the descriptor readable with the flag clear, and
+    // no later drain would read it (a level-triggered host would spin). Leave both to the next.
+    if (::read(event_fd, &value, sizeof value) != static_cast<ssize_t>(sizeof value)) return;
   }
   fd_signaled.exchange(false, std::memory_order_acq_rel);
 }

@@ -64,6 +64,10 @@ void dead_letter(system_core* core, std::uint64_t target_id, const char* message
 }
 
 void continuation_failed(system_core* core, const char* what) noexcept {
+  if (core == nullptr) {  // a continuation of a request through an empty ref: no system to tell
+    std::fprintf(stderr, "courier: a request's continuation threw: %s\n", what);
+    return;
+  }
   core->continuation_failures.fetch_add(1, std::memory_order_relaxed);
   try {
     if (core->cfg.on_continuation_error != nullptr && core->hooks_enabled.load(std::memory_order_acquire)) {
@@ -160,10 +164,19 @@ system::~system() {
 void system::ask_everyone_to_stop() {
   if (shutdown_begun_) return;
   shutdown_begun_ = true;
-  std::lock_guard lock(core_->registry_mutex);
-  core_->phase.store(detail::system_core::phase_t::stopping, std::memory_order_release);  // later spawns stop at once
-  for (detail::actor_base* a = core_->registry_head; a != nullptr; a = a->identity().registry_next)
-    a->request_exit(errc::system_shutdown);
+  {
+    // The stop requests schedule their actors; in the manual modes that would call the host's
+    // on_wake under the registry lock (a hook that calls stopped() would deadlock), so this
+    // thread counts as running the system and signals once, after the lock.
+    detail::system_core* const previous = detail::running_core;
+    if (core_->manual) detail::running_core = core_;
+    std::lock_guard lock(core_->registry_mutex);
+    core_->phase.store(detail::system_core::phase_t::stopping, std::memory_order_release);  // later spawns stop at once
+    for (detail::actor_base* a = core_->registry_head; a != nullptr; a = a->identity().registry_next)
+      a->request_exit(errc::system_shutdown);
+    detail::running_core = previous;
+  }
+  if (core_->manual && core_->injection.size_approx() > 0) core_->signal_fd();
 }
 
 void system::begin_shutdown() {

@@ -267,6 +267,9 @@ class system_core {
   /// Embedded: the thread that drives the system (the last to call a run function; at first the
   /// one that built it). Blocking calls on other threads wait instead of running host code.
   std::atomic<std::thread::id> driver{std::this_thread::get_id()};
+  /// The thread inside a run_scope right now (none: std::thread::id()). Taken with a CAS, so a
+  /// blocking call on a thread that was the driver a moment ago never runs beside the host.
+  std::atomic<std::thread::id> active{};
   /// Continuations of requests made outside any actor (host_lane.hpp); owned, freed with the core.
   host_lane* lane = nullptr;
 
@@ -320,18 +323,31 @@ inline thread_local worker* this_worker = nullptr;
 inline thread_local system_core* running_core = nullptr;
 
 /// Brackets every run call of a manual system (poll, run_one, run_until_idle, fire_due_timers,
-/// run_step, the loop of a blocking call): marks the driving thread, clears wake_fd on the way
-/// in, and on the way out leaves it readable exactly when work is still ready.
+/// run_step, shutdown, the loop of a blocking call): one thread at a time runs the system (the
+/// scope owns `system_core::active`), wake_fd is cleared on the way in, and on the way out it is
+/// left readable exactly when work is still ready.
+///
+/// A host call (`host_call`) makes the calling thread the driving thread and waits for a blocking
+/// call of another thread that is in the middle of its one message. A blocking call (`ask`,
+/// `inbox::receive`, `await_all_stopped`: `blocking_call`) enters only on the driving thread and
+/// only when no one else runs the system (check `entered()`); since the host does not read
+/// next_deadline() after those, it signals wake_fd on the way out if it made a new earliest timer.
 class run_scope {
  public:
-  explicit run_scope(system_core* core) noexcept;
+  enum class kind : std::uint8_t { host_call, blocking_call };
+  explicit run_scope(system_core* core, kind k = kind::host_call) noexcept;
   ~run_scope();
   run_scope(const run_scope&) = delete;
   run_scope& operator=(const run_scope&) = delete;
+  bool entered() const noexcept { return entered_; }
 
  private:
   system_core* core_;
-  system_core* previous_;
+  system_core* previous_ = nullptr;
+  std::int64_t earliest_on_entry_ = INT64_MAX;
+  bool entered_ = false;
+  bool owner_ = false;  // this scope took `active` (the outermost on this thread)
+  bool blocking_ = false;
 };
 
 }  // namespace courier::detail

@@ -33,9 +33,14 @@ struct add {
 struct get {};
 struct quit {};
 struct hold {};  // never answered: keeps a request waiting (for time-outs)
+struct arm {};   // starts a delayed add to itself from the handler
 
-class counter : public courier::actor<counter, add, get, quit, hold> {
+class counter : public courier::actor<counter, add, get, quit, hold, arm> {
  public:
+  int on(const arm&) {
+    (void)self().delayed_send(add{1}, std::chrono::milliseconds(30));
+    return total_;
+  }
   void on(const add& a) { total_ += a.n; }
   int on(const get&) { return total_; }
   void on(const quit&) { stop(); }
@@ -539,4 +544,106 @@ TEST_CASE("shutdown runs the host continuations still queued on the host's threa
     REQUIRE(late.has_value());
     CHECK(*late == errc::actor_stopped);
   }
+}
+
+// ----------------------------------------------------------------------------------------------
+// Regressions found in review
+
+TEST_CASE("shutdown called from inside a host continuation still runs the continuations queued behind it",
+          "[embedding][shutdown]") {
+  courier_test::watchdog wd("shutdown inside a continuation");
+  courier::system sys{courier::config::embedded()};
+  auto c = sys.spawn<counter>();
+  bool shut_down = false;
+  bool second_ran = false;
+  c.request(get{}).then(
+      [&](int) {
+        shut_down = sys.shutdown().clean;  // the owning thread, inside the host lane's turn
+      },
+      [](const courier::error&) {});
+  c.request(get{}).then([&](int) { second_ran = true; }, [&](const courier::error&) { second_ran = true; });
+  for (int i = 0; i < 100 && !second_ran; ++i) sys.run_one();  // a budget of one message per call
+  CHECK(shut_down);
+  CHECK(second_ran);
+  CHECK_FALSE(readable(sys.wake_fd(), 0));  // nothing stranded: a level-triggered host sleeps
+}
+
+TEST_CASE("a timer started while ask drives the system from the host thread wakes the host",
+          "[embedding][timer]") {
+  courier_test::watchdog wd("timer during ask");
+  courier::system sys{courier::config::embedded()};
+  auto c = sys.spawn<counter>();
+  sys.run_until_idle();
+  REQUIRE(sys.next_deadline() == std::chrono::steady_clock::time_point::max());
+  // Outside any run call (as from an asio handler): ask runs the handler, which starts a timer.
+  REQUIRE(c.ask(arm{}, 1s).has_value());
+  CHECK(sys.next_deadline() != std::chrono::steady_clock::time_point::max());
+  // The host reads next_deadline() only after its own run calls: it must be told.
+  CHECK(readable(sys.wake_fd(), 0));
+}
+
+namespace {
+struct stopped_probe {
+  courier::system* sys = nullptr;
+  std::atomic<int> calls{0};
+  std::atomic<int> stopped_seen{0};
+};
+void probe_stopped(void* ctx) {
+  auto* p = static_cast<stopped_probe*>(ctx);
+  p->calls.fetch_add(1);
+  if (p->sys != nullptr && p->sys->stopped()) p->stopped_seen.fetch_add(1);  // takes the registry lock
+}
+}  // namespace
+
+TEST_CASE("on_wake may call back into the system while begin_shutdown asks actors to stop", "[embedding][shutdown]") {
+  courier_test::watchdog wd("on_wake during begin_shutdown");
+  stopped_probe probe;
+  courier::config cfg = courier::config::embedded();
+  cfg.on_wake = &probe_stopped;
+  cfg.wake_context = &probe;
+  courier::system sys{cfg};
+  probe.sys = &sys;
+  auto c = sys.spawn<counter>();
+  sys.run_until_idle();
+  probe.calls.store(0);
+  sys.begin_shutdown();  // used to call on_wake with the registry lock held
+  CHECK(probe.calls.load() == 1);
+  CHECK(probe.stopped_seen.load() == 0);  // the stop is queued, not run
+  while (!sys.stopped()) sys.poll();
+  CHECK(sys.shutdown().clean);
+}
+
+TEST_CASE("embedded: once another thread drives, asks here only wait: host code stays on the host thread",
+          "[embedding][ask][concurrent]") {
+  courier_test::watchdog wd("driver moves");
+  // Built on this thread (the first driver), then driven by another.
+  courier::system sys{courier::config::embedded()};
+  auto c = sys.spawn<counter>();
+  std::atomic<bool> stop{false};
+  std::atomic<bool> polled{false};
+  std::atomic<std::thread::id> host_id{};
+  std::thread host([&] {
+    host_id.store(std::this_thread::get_id());
+    while (!stop.load()) {
+      sys.poll();
+      polled.store(true);
+      std::this_thread::yield();
+    }
+  });
+  while (!polled.load()) std::this_thread::yield();
+  std::atomic<int> elsewhere{0};
+  std::atomic<int> ran{0};
+  for (int i = 0; i < 200; ++i) {
+    c.request(get{}).then(
+        [&](int) {
+          if (std::this_thread::get_id() != host_id.load()) elsewhere.fetch_add(1);
+          ran.fetch_add(1);
+        },
+        [](const courier::error&) {});
+    REQUIRE(c.ask(get{}, 5s).has_value());  // answered by the host's loop
+  }
+  REQUIRE(courier_test::eventually([&] { return ran.load() == 200; }));
+  stop.store(true);
+  host.join();
+  CHECK(elsewhere.load() == 0);
 }

@@ -193,9 +193,10 @@ struct executor_pending : pending_base {
 
   class run_later {
    public:
+    /// `core` may be null (a request through an empty ref): exceptions then go to stderr.
     run_later(S s, result<R> outcome, system_core* core) noexcept(std::is_nothrow_move_constructible_v<S>)
         : sink_(std::move(s)), outcome_(std::move(outcome)), core_(core) {
-      retain_core(core_);
+      if (core_ != nullptr) retain_core(core_);
     }
     run_later(run_later&& other) noexcept(std::is_nothrow_move_constructible_v<S>)
         : sink_(std::move(other.sink_)), outcome_(std::move(other.outcome_)), core_(std::exchange(other.core_, nullptr)) {}
