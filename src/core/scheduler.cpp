@@ -5,7 +5,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <bit>
 #include <climits>
 #include <ctime>
@@ -63,12 +62,6 @@ bool drive_once(system_core* core) {
   const bool fired = core->timers.fire_due_now() > 0;
   std::uint32_t ran = 0;
   return core->run_turn(1, ran) || fired;
-}
-
-std::int64_t drive_wait_hint_ns(system_core* core) noexcept {
-  const std::int64_t earliest = core->timers.earliest_ns();
-  if (!core->timers.host_driven() || earliest == INT64_MAX) return -1;
-  return std::max<std::int64_t>(earliest - steady_now_ns(), 0);
 }
 
 run_scope::run_scope(system_core* core, kind k) noexcept : core_(core), blocking_(k == kind::blocking_call) {

@@ -70,8 +70,6 @@ bool is_manual(const system_core* core) noexcept;
 /// anything. On any other thread of an embedded system it runs nothing and returns false, so
 /// host code only ever runs on the host's thread.
 bool drive_once(system_core* core);
-/// The longest a blocked driver may sleep before it must drive again (timers), in nanoseconds.
-std::int64_t drive_wait_hint_ns(system_core* core) noexcept;
 
 /// The actor whose handler runs on this thread right now, if any: requests made from a handler
 /// deliver their replies to that actor's mailbox.
