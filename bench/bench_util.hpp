@@ -15,6 +15,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "counting_allocator.hpp"
@@ -26,8 +27,18 @@
 
 namespace courier_bench {
 
+/// The median of `xs` (0 when empty); for an even count, the mean of the two middle values.
+inline double median(std::vector<double> xs) {
+  if (xs.empty())
+    return 0;
+  std::sort(xs.begin(), xs.end());
+  auto mid = xs.size() / 2;
+  if (xs.size() % 2 == 1)
+    return xs[mid];
+  return (xs[mid - 1] + xs[mid]) / 2.0;
+}
+
 /// Runs f() `runs` times (at least once) and returns the median of the results.
-/// For an even count the mean of the two middle values is returned.
 template <class F>
 double median_of(int runs, F f) {
   if (runs < 1)
@@ -36,11 +47,7 @@ double median_of(int runs, F f) {
   xs.reserve(static_cast<std::size_t>(runs));
   for (int i = 0; i < runs; ++i)
     xs.push_back(static_cast<double>(f()));
-  std::sort(xs.begin(), xs.end());
-  auto mid = xs.size() / 2;
-  if (xs.size() % 2 == 1)
-    return xs[mid];
-  return (xs[mid - 1] + xs[mid]) / 2.0;
+  return median(std::move(xs));
 }
 
 /// One-line description of the machine, e.g.

@@ -481,12 +481,7 @@ run_result run_once(std::size_t connections, std::size_t requests) {
 
 // ---- figures ----------------------------------------------------------------------------------
 
-double median(std::vector<double> xs) {
-  if (xs.empty()) return 0;
-  std::sort(xs.begin(), xs.end());
-  const std::size_t mid = xs.size() / 2;
-  return xs.size() % 2 == 1 ? xs[mid] : (xs[mid - 1] + xs[mid]) / 2;
-}
+using courier_bench::median;
 
 struct series {
   std::vector<double> rate, p99, ratio;
