@@ -36,6 +36,8 @@ enum class errc {
   name_taken = 269,          ///< another actor is already registered under the name
   invalid_argument = 270,    ///< an argument is outside what the call accepts
   parent_stopped = 271,      ///< the actor was stopped because its parent stopped
+  connection_lost = 272,     ///< the connection to a remote peer closed, broke, or its server process exited
+  protocol_error = 273,      ///< the remote peer broke the wire protocol (the text names the wire error)
 };
 
 /// The "courier" error category. Thread-safe: a stateless singleton.

@@ -27,6 +27,8 @@ class category final : public std::error_category {
       case errc::name_taken: return "name already registered";
       case errc::invalid_argument: return "invalid argument";
       case errc::parent_stopped: return "parent actor stopped";
+      case errc::connection_lost: return "connection lost";
+      case errc::protocol_error: return "protocol error";
     }
     return "unknown courier error";
   }

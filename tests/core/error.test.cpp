@@ -33,6 +33,8 @@ static_assert(static_cast<int>(errc::interface_mismatch) == 268);
 static_assert(static_cast<int>(errc::name_taken) == 269);
 static_assert(static_cast<int>(errc::invalid_argument) == 270);
 static_assert(static_cast<int>(errc::parent_stopped) == 271);
+static_assert(static_cast<int>(errc::connection_lost) == 272);
+static_assert(static_cast<int>(errc::protocol_error) == 273);
 
 // Construction rules that are checked at compile time.
 static_assert(std::is_constructible_v<courier::result<int>, int>);
@@ -57,21 +59,21 @@ const std::string all_texts[] = {
     "actor stopped", "blocking call would deadlock", "stopped by request", "empty actor reference",
     "reply promise dropped without a reply", "mailbox full", "no actor registered under that name",
     "actor does not implement the interface", "name already registered", "invalid argument",
-    "parent actor stopped"};
+    "parent actor stopped", "connection lost", "protocol error"};
 
 }  // namespace
 
 TEST_CASE("error category: name and one distinct message per code", "[error]") {
   const std::error_category& cat = courier::courier_category();
   CHECK(std::string(cat.name()) == "courier");
-  for (int code = 256; code <= 271; ++code) {
+  for (int code = 256; code <= 273; ++code) {
     INFO("code " << code);
     CHECK(cat.message(code) == all_texts[code - 256]);
   }
   CHECK(cat.message(0) == "unknown courier error");
   CHECK(cat.message(1) == "unknown courier error");    // the old numbering is gone
   CHECK(cat.message(255) == "unknown courier error");  // protocol errors belong to courier.wire
-  CHECK(cat.message(272) == "unknown courier error");
+  CHECK(cat.message(274) == "unknown courier error");
 }
 
 TEST_CASE("errc converts implicitly to std::error_code in the courier category", "[error]") {
