@@ -10,7 +10,9 @@
 /// Optional hooks, found at compile time (declare them public): `void on_start()` runs on the
 /// actor's thread before its first message and may send and spawn (a constructor must not send:
 /// the actor's reference does not exist yet); `void on_stop()` runs when it stops. Actors without
-/// on_start pay nothing for it.
+/// on_start pay nothing for it. `void on_turn_end()` runs after the last message of a turn (when
+/// the mailbox is found empty or the turn's budget is spent), before the actor goes idle: a
+/// connection flushes the frames its handlers queued there, so a burst leaves in one write.
 ///
 /// This header holds `actor<>` and its template bodies (dispatch, monitor, delegate,
 /// send_periodic); the message-list-independent part is `detail::actor_base`
@@ -364,6 +366,10 @@ detail::resume_result actor<Derived, Msgs...>::resume_impl(detail::actor_base* b
     for (;;) {
       msg = self->mailbox_.pop();
       if (msg == nullptr) {
+        if constexpr (detail::has_on_turn_end<Derived>) {
+          // Before try_block: once the actor is idle, another worker may already be running it.
+          if (handled != 0) static_cast<Derived*>(self)->on_turn_end();
+        }
         if (self->mailbox_.try_block()) return detail::resume_result::idle;
         continue;
       }
@@ -387,6 +393,7 @@ detail::resume_result actor<Derived, Msgs...>::resume_impl(detail::actor_base* b
       if (self->stop_requested_) [[unlikely]]
         break;
       if (handled == budget) {
+        if constexpr (detail::has_on_turn_end<Derived>) static_cast<Derived*>(self)->on_turn_end();
         // Going idle here, when nothing is queued, saves the scheduler a resume that finds nothing.
         if (self->mailbox_.try_block()) return detail::resume_result::idle;
         return detail::resume_result::reschedule;

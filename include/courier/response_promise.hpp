@@ -79,6 +79,13 @@ class response_promise {
   }
   explicit operator bool() const noexcept { return pending(); }
 
+  /// True once the requester no longer waits: the request was answered, failed or timed out. A
+  /// promise that is not yet answered but whose request timed out is settled: answering it does
+  /// nothing (a remote connection counts such late replies as dropped).
+  bool settled() const noexcept {
+    return pending_ == nullptr || pending_->state.load(std::memory_order_acquire) != 0;
+  }
+
   /// Answers the request with `value`. False, doing nothing, when the promise is empty or was
   /// already answered (by this copy or another).
   bool deliver(R value) {

@@ -253,3 +253,38 @@ TEST_CASE("messages an actor sends itself arrive in order, after what others alr
   REQUIRE(seen.has_value());
   CHECK(*seen == std::vector<int>{100, 0, 1, 2});
 }
+
+// ----------------------------------------------------------------------------------------------
+// on_turn_end: once per turn, after the turn's last message (a connection flushes its writes there)
+
+namespace {
+struct tick {};
+class turn_counter : public courier::actor<turn_counter, tick> {
+ public:
+  turn_counter(std::vector<int>* turns) : turns_(turns) {}
+  void on(const tick&) { ++in_turn_; }
+  void on_turn_end() {
+    turns_->push_back(in_turn_);
+    in_turn_ = 0;
+  }
+
+ private:
+  std::vector<int>* turns_;
+  int in_turn_ = 0;
+};
+}  // namespace
+
+TEST_CASE("on_turn_end runs after the last message of each turn", "[actor][turn_end][deterministic]") {
+  std::vector<int> turns;
+  auto cfg = courier::config::deterministic();
+  cfg.throughput = 4;
+  courier::system sys{cfg};
+  auto a = sys.spawn<turn_counter>(&turns);
+  for (int i = 0; i < 10; ++i) a.send(tick{});
+  sys.run_until_idle();
+  // 10 messages in turns of at most 4: the hook sees each turn's whole batch, never an empty turn.
+  CHECK(turns == std::vector<int>{4, 4, 2});
+  a.send(tick{});
+  sys.run_until_idle();
+  CHECK(turns == std::vector<int>{4, 4, 2, 1});
+}

@@ -221,6 +221,8 @@ courier::system* system_of(const system_core* core) noexcept;
 /// Detects the optional start hook (public, or reachable by befriending courier::actor).
 template <class T>
 concept has_on_start = requires(T& t) { t.on_start(); };
+template <class T>
+concept has_on_turn_end = requires(T& t) { t.on_turn_end(); };
 
 /// Queues the start message of an actor with on_start(); called once, at spawn.
 inline void queue_start(actor_base* a) {
