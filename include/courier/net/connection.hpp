@@ -1,0 +1,165 @@
+#pragma once
+/// @file
+/// One connection's byte work, shared by the client and server connection actors (remote.hpp): the
+/// socket, the protocol session (courier/wire/session.hpp: handshake, ping, close, spoiled frames),
+/// one read buffer, and one output buffer that every frame queued during a turn goes into, so that
+/// a burst leaves in one write. The actor that owns it calls it only from its own turns, so nothing
+/// here locks.
+///
+/// Thread-safety: not thread-safe; owned by one connection actor (one thread at a time).
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "courier/error.hpp"
+#include "courier/net/socket.hpp"
+#include "courier/wire/buffer.hpp"
+#include "courier/wire/session.hpp"
+
+namespace courier::net {
+
+/// What a connection may use and how far it lets the other side run ahead.
+struct connection_config {
+  /// Our name in the handshake (for the peer's logs).
+  std::string name = "courier";
+  /// Frame size, item count and depth we accept (announced in the handshake).
+  wire::limits limits{};
+  /// Bytes read per read() call; also the most a turn reads before it lets other actors run.
+  std::size_t read_chunk = 64 * 1024;
+  std::size_t read_budget = 256 * 1024;
+  /// Server: stop reading the socket while this many calls (and one-way sends, counted in
+  /// batches) wait for the served actor, so TCP flow control reaches the client. Client: the most
+  /// calls in flight; a request beyond it fails at once with errc::mailbox_full.
+  std::size_t max_in_flight = 4096;
+  /// Client: a send or request while more than this many bytes wait for the socket fails with
+  /// errc::mailbox_full instead of growing the buffer (the peer reads too slowly).
+  std::size_t outbound_high_water = 8 * 1024 * 1024;
+  /// A peer that has not completed the handshake by then is disconnected.
+  std::chrono::milliseconds handshake_timeout{10'000};
+  /// Keepalive: a ping after this much silence; the peer is dead after `dead_after_intervals`
+  /// intervals without a byte (docs/protocol.md). 0 turns keepalive off.
+  std::chrono::milliseconds ping_interval{10'000};
+  std::uint32_t dead_after_intervals = 3;
+  /// After our close, the peer's close must come within this time.
+  std::chrono::milliseconds close_timeout{10'000};
+};
+
+/// Counters a connection keeps (read by its actor; tests and the benchmark print them).
+struct connection_stats {
+  std::uint64_t bytes_in = 0;
+  std::uint64_t bytes_out = 0;
+  std::uint64_t reads = 0;
+  std::uint64_t writes = 0;
+  std::uint64_t dropped_replies = 0;  // replies (or errors) for no call waiting: late or unknown
+};
+
+class connection {
+ public:
+  connection(socket sock, wire::role role, const connection_config& cfg);
+  connection(const connection&) = delete;
+  connection& operator=(const connection&) = delete;
+  ~connection();
+
+  /// Queues our handshake (both peers send theirs at once).
+  void start();
+
+  /// Reads what the socket holds, up to the read budget, and feeds it to the session;
+  /// `handler.on_frame(const wire::frame_view&)` runs for each application frame (send, call,
+  /// reply, error of a call) while its bytes are valid. Returns true when the budget ran out with
+  /// more perhaps left to read (the caller reads again on a later turn).
+  template <class Handler>
+  bool receive(Handler& handler);
+
+  /// Where application frames go. Until the handshake is accepted they are held back (the
+  /// protocol forbids them before), then they follow the session's own frames.
+  wire::out_buffer& frames() noexcept { return session_.state() == wire::session_state::handshaking ? held_ : out_; }
+
+  /// Writes what is queued, as far as the socket takes it (one write call for everything queued);
+  /// false when the socket failed (finished() is then true).
+  bool flush();
+
+  /// Bytes queued and not yet taken by the socket.
+  std::size_t unwritten() const noexcept { return out_.size() - written_ + held_.size(); }
+  bool wants_write() const noexcept { return out_.size() != written_; }
+
+  /// Starts the orderly close (docs/protocol.md, "Orderly close").
+  void close(std::string_view reason = {});
+
+  /// The owner appended the answer to a call it received (the session completes a close after
+  /// the last one).
+  void reply_sent() { session_.reply_sent(out_); }
+
+  /// Runs the session's time-outs (handshake, keepalive ping, dead peer, close); call it at
+  /// next_deadline() at the latest.
+  void tick();
+  std::chrono::steady_clock::time_point next_deadline() const noexcept { return session_.next_deadline(); }
+
+  /// The peer's handshake was accepted: application frames flow.
+  bool open() const noexcept { return session_.state() != wire::session_state::handshaking; }
+  /// New calls and sends may go out (open, and neither side has sent close).
+  bool open_for_calls() const noexcept { return session_.open_for_calls(); }
+  /// Nothing more will come: closed in order, failed, or the peer went away. Close the socket.
+  bool finished() const noexcept { return finished_; }
+  /// Why it finished: connection_lost (end of stream, socket error, dead peer) or protocol_error.
+  const courier::error& why() const noexcept { return why_; }
+  /// Ends the connection from our side with `why` (the socket is closed by the destructor).
+  void fail(courier::error why);
+
+  /// The limits frames we send must keep: ours, with the frame size the peer announced.
+  const wire::limits& send_limits() const noexcept { return send_limits_; }
+
+  wire::session& session() noexcept { return session_; }
+  connection_stats& stats() noexcept { return stats_; }
+  const connection_config& config() const noexcept { return cfg_; }
+  int fd() const noexcept { return sock_.fd(); }
+  std::chrono::steady_clock::time_point started() const noexcept { return started_; }
+
+ private:
+  void after_session_step();
+  void finish(courier::error why);
+
+  socket sock_;
+  connection_config cfg_;
+  wire::session session_;
+  wire::out_buffer out_;
+  wire::out_buffer held_;
+  std::size_t written_ = 0;
+  std::unique_ptr<std::byte[]> read_buf_;
+  connection_stats stats_;
+  wire::limits send_limits_;
+  bool finished_ = false;
+  courier::error why_;
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+};
+
+template <class Handler>
+bool connection::receive(Handler& handler) {
+  std::size_t taken = 0;
+  while (!finished_ && taken < cfg_.read_budget) {
+    const io_result r = read_some(sock_, {read_buf_.get(), cfg_.read_chunk});
+    if (r.status == io_result::would_block) return false;
+    if (r.status == io_result::eof) {
+      session_.on_eof();
+      after_session_step();
+      if (!finished_) finish(courier::error(errc::connection_lost, "the peer closed the connection"));
+      return false;
+    }
+    if (r.status == io_result::failed) {
+      finish(courier::error(errc::connection_lost, std::string("read: ") + std::strerror(r.error)));
+      return false;
+    }
+    ++stats_.reads;
+    stats_.bytes_in += r.bytes;
+    taken += r.bytes;
+    session_.feed({read_buf_.get(), r.bytes}, out_, handler);
+    after_session_step();
+  }
+  return !finished_;
+}
+
+}  // namespace courier::net

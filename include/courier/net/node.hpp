@@ -1,0 +1,195 @@
+#pragma once
+/// @file
+/// A system's door to the network: serve an actor on an endpoint, connect to a served one.
+///
+///     courier::system sys;
+///     courier::net::node net(sys);                                   // after the system: goes first
+///     auto server = net.serve<calc_api>(calc, opts.where);            // pipe, uds or tcp
+///     courier::actor_ref<calc_api> calc = *net.connect<calc_api>(opts.where);   // in the client
+///     auto sum = calc.ask(add{2, 3}, 1s);                            // the local API, over the wire
+///
+/// A node owns one reactor thread (epoll, edge-triggered) that only turns socket readiness into an
+/// `io_ready` message for the connection actor (remote.hpp) and accepts connections; reading,
+/// decoding, the served actor's handler and writing run on the system's workers.
+///
+/// Lifetime: declare the node after the system, so it is destroyed first. Destroying it (or
+/// stop()) stops accepting, closes every connection (calls in flight fail with
+/// errc::connection_lost) and joins its thread.
+///
+/// Thread-safety: serve, connect, stop and the counters may be called from any thread.
+
+#include <sys/epoll.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "courier/error.hpp"
+#include "courier/net/connection.hpp"
+#include "courier/net/endpoint.hpp"
+#include "courier/net/remote.hpp"
+#include "courier/net/transport.hpp"
+#include "courier/system.hpp"
+
+namespace courier::net {
+
+namespace detail {
+
+/// What the node and its connection actors share: the reactor and its thread, the connections
+/// alive (to close them at stop), and the handlers retired to the reactor thread. Kept alive by
+/// every connection actor, so the reactor outlives the last registration.
+class node_core {
+ public:
+  explicit node_core(courier::system& sys);
+  ~node_core();
+
+  courier::system& system() noexcept { return sys_; }
+  net::reactor& io() noexcept { return reactor_; }
+
+  /// A connection actor started (counted, and closed at stop) or stopped.
+  void enter(courier::detail::actor_base* connection);
+  void leave(courier::detail::actor_base* connection) noexcept;
+
+  /// Frees `handler` once the reactor thread can no longer be inside its on_io: after the batch
+  /// of events it is dispatching (at once when the thread is gone).
+  void retire(std::unique_ptr<owned_handler> handler) noexcept;
+
+  /// Keeps a listener (its accept handler) until stop.
+  void keep(std::unique_ptr<owned_handler> acceptor);
+
+  /// Stops accepting, asks every connection to close, joins the reactor thread once they are
+  /// gone (or after `grace`).
+  void stop(std::chrono::milliseconds grace);
+
+  std::size_t connections() const;
+  /// Waits until a connection was made and none is left (or stop()); for a --pipe server, whose
+  /// one connection is its life. False on time-out.
+  bool wait_no_connections(std::chrono::milliseconds timeout);
+  /// Waits until stop() (from another thread or a signal watcher).
+  void wait_stopped();
+
+ private:
+  void run() noexcept;
+
+  courier::system& sys_;
+  net::reactor reactor_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<courier::detail::actor_base*> connections_;
+  std::vector<std::unique_ptr<owned_handler>> retired_;
+  std::vector<std::unique_ptr<owned_handler>> acceptors_;
+  bool running_ = true;
+  bool ever_connected_ = false;
+  bool stopped_ = false;
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;  // last: starts once the members it uses exist
+};
+
+/// Accepts on a listener from the reactor thread and starts one server_connection per socket.
+class acceptor final : public owned_handler {
+ public:
+  acceptor(net::listener l, std::function<void(socket)> start) : listener_(std::move(l)), start_(std::move(start)) {}
+  void on_io(std::uint32_t) noexcept override;
+  net::listener& listening() noexcept { return listener_; }
+
+ private:
+  net::listener listener_;
+  std::function<void(socket)> start_;
+};
+
+}  // namespace detail
+
+/// What serve() reports: where it listens (the real port when port 0 was asked).
+struct serving {
+  std::string where;
+  std::uint16_t port = 0;
+};
+
+class node {
+ public:
+  explicit node(courier::system& sys) : core_(std::make_shared<detail::node_core>(sys)) {}
+  node(const node&) = delete;
+  node& operator=(const node&) = delete;
+  ~node() { stop(); }
+
+  /// Connects to a server that serves `I` at `where` and returns a ref that sends to it.
+  /// Waits for the handshake (up to cfg.handshake_timeout) when called from a plain thread of a
+  /// threaded system, so a refused or mismatched server is an error here; elsewhere (an actor,
+  /// an embedded system) it returns at once and the first call reports such a failure.
+  template <class I>
+  courier::result<actor_ref<I>> connect(const endpoint& where, const connection_config& cfg = {}) {
+    auto c = net::connect(where);
+    if (!c) return c.err();
+    auto conn = core_->system().template spawn<client_connection<I>>(core_, std::move(c->sock), std::move(c->child), cfg);
+    if (core_->system().settings().mode == courier::scheduling::threaded && courier::detail::current_actor == nullptr) {
+      auto ok = conn.ask(await_open{}, cfg.handshake_timeout + std::chrono::seconds(1));
+      if (!ok) {
+        conn.stop();
+        return ok.err();
+      }
+    }
+    return actor_ref<I>(std::move(conn));
+  }
+
+  /// Serves `target` at `where` (uds or tcp; for --pipe, serve_stdio): each accepted connection
+  /// gets its own connection actor, which hands calls to `target`.
+  template <class I>
+  courier::result<serving> serve(actor_ref<I> target, const endpoint& where, const connection_config& cfg = {}) {
+    auto l = net::listen(where);
+    if (!l) return l.err();
+    serving s{l->describe(), l->port()};
+    std::weak_ptr<detail::node_core> weak = core_;
+    auto a = std::make_unique<detail::acceptor>(std::move(*l), [weak, target, cfg](socket sock) {
+      if (auto core = weak.lock()) core->system().template spawn<server_connection<I>>(core, std::move(sock), target, cfg);
+    });
+    const int fd = a->listening().fd();
+    if (auto ok = core_->io().add(fd, EPOLLIN | EPOLLET, a.get()); !ok) return ok.err();
+    core_->keep(std::move(a));
+    return s;
+  }
+
+  /// The server side of --pipe: serves `target` on the socket pair the client started this
+  /// process with (fd 0; fd 1 is pointed at stderr so stray output cannot corrupt the stream).
+  template <class I>
+  courier::result<void> serve_stdio(actor_ref<I> target, const connection_config& cfg = {}) {
+    auto sock = pipe_server_socket();
+    if (!sock) return sock.err();
+    core_->system().template spawn<server_connection<I>>(core_, std::move(*sock), std::move(target), cfg);
+    return {};
+  }
+
+  /// Serves per `where`: serve_stdio for pipe, serve otherwise.
+  template <class I>
+  courier::result<serving> serve_on(actor_ref<I> target, const endpoint& where, const connection_config& cfg = {}) {
+    if (where.kind == endpoint::kind_t::pipe) {
+      if (auto ok = serve_stdio(std::move(target), cfg); !ok) return ok.err();
+      return serving{"pipe (stdin)", 0};
+    }
+    return serve(std::move(target), where, cfg);
+  }
+
+  /// Connections alive (client and server side).
+  std::size_t connections() const { return core_->connections(); }
+  /// Blocks until a connection was made and none is left (a --pipe server's end of life), or
+  /// stop(); false on time-out.
+  bool wait_no_connections(std::chrono::milliseconds timeout) { return core_->wait_no_connections(timeout); }
+  /// Blocks until stop() is called from another thread.
+  void wait_stopped() { core_->wait_stopped(); }
+
+  /// Stops accepting, closes every connection (in order where the peer still listens), joins
+  /// the reactor thread. Idempotent.
+  void stop(std::chrono::milliseconds grace = std::chrono::seconds(2)) { core_->stop(grace); }
+
+ private:
+  std::shared_ptr<detail::node_core> core_;
+};
+
+}  // namespace courier::net

@@ -1,0 +1,501 @@
+#pragma once
+/// @file
+/// Remote actors: the two connection actors that make a peer in another process look like a local
+/// actor of the same interface type.
+///
+/// - `client_connection<I>` implements interface `I` itself: the `actor_ref<I>` a client gets from
+///   `node::connect<I>` is a ref to it, so `send`, `request(...).then`, `ask`, `delayed_send` and
+///   monitors are the local ones. Its handler for each message encodes the frame (a `send` when no
+///   one waits, else a `call` with the next transaction id) and keeps the request's promise in a
+///   table indexed by transaction id; the reply frame settles that promise. When the connection
+///   is lost, every call in flight fails with errc::connection_lost and the actor stops with that
+///   reason, so monitors see `down` with connection_lost.
+/// - `server_connection<I>` serves one accepted connection: it decodes each call or send by token
+///   (the table of wire_interface<I>), hands it to the served `actor_ref<I>` as a request (or a
+///   send), and encodes the reply as RETURN, a failure as ERROR with its `errc` number. The
+///   handler may defer its reply; the connection answers when the promise is answered.
+///
+/// Both are ordinary actors: the reactor thread (node.hpp) only turns socket readiness into one
+/// `io_ready` message at a time; reading, decoding, dispatching and writing happen in the
+/// connection's turn, and what a turn queued is written in one write at its end (on_turn_end).
+///
+/// Thread-safety: the actors' state is touched only in their own turns. Refs to them are ordinary
+/// actor refs.
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "courier/actor.hpp"
+#include "courier/net/connection.hpp"
+#include "courier/net/reactor.hpp"
+#include "courier/net/transport.hpp"
+#include "courier/net/wire_interface.hpp"
+#include "courier/response_promise.hpp"
+
+namespace courier::net {
+
+/// Readiness of the connection's socket, from the reactor thread (at most one queued at a time).
+struct io_ready {};
+/// The session's clock: handshake and close time-outs, keepalive pings, dead-peer detection.
+struct session_tick {};
+/// Replies once the handshake is done (or fails with why it could not be): node::connect waits on it.
+struct await_open {};
+
+namespace detail {
+
+class node_core;
+
+/// A reactor handler the node owns and frees (the reactor's io_handler has no virtual destructor).
+class owned_handler : public io_handler {
+ public:
+  virtual ~owned_handler() = default;
+};
+
+/// A connection actor's registration with the reactor. Owned by the actor until it stops; then
+/// retired to the reactor thread, which frees it after the batch of events it may still be in.
+class io_link : public owned_handler {
+ public:
+  std::atomic<bool> queued{false};
+  std::atomic<bool> alive{true};
+  int fd = -1;
+};
+
+template <class Conn>
+class io_link_for final : public io_link {
+ public:
+  explicit io_link_for(actor_ref<Conn> r) : ref(std::move(r)) {}
+  void on_io(std::uint32_t) noexcept override {
+    if (!alive.load(std::memory_order_acquire)) return;
+    if (!queued.exchange(true, std::memory_order_acq_rel)) ref.send(io_ready{});
+  }
+  actor_ref<Conn> ref;
+};
+
+/// What both connection actors share: the node's services (reactor, registry of live
+/// connections), the connection's bytes, and its reactor link.
+class connection_base {
+ public:
+  connection_base(std::shared_ptr<node_core> node, socket sock, wire::role role, const connection_config& cfg);
+  ~connection_base();
+
+ protected:
+  /// Registers with the reactor and queues the handshake; `actor` is the connection actor.
+  void attach(std::unique_ptr<io_link> link, courier::detail::actor_base* actor);
+  /// Stops receiving readiness, closes the socket, forgets the actor in the node's registry.
+  void detach() noexcept;
+  /// Clears the queued flag: readiness after this point queues a new io_ready.
+  void rearm() noexcept { link_->queued.store(false, std::memory_order_release); }
+  /// Writes what is queued; on failure the connection finishes.
+  void flush() { conn_.flush(); }
+
+  std::shared_ptr<node_core> node_;
+  connection conn_;
+  std::unique_ptr<io_link> link_;
+  courier::detail::actor_base* self_base_ = nullptr;
+};
+
+/// How often a connection runs its session's clock: a quarter of the shortest time-out, at
+/// least 10 ms (a time-out fires at most a quarter late).
+std::chrono::nanoseconds tick_period(const connection_config& cfg) noexcept;
+
+/// An error code for an ERROR frame and its text.
+void write_error_frame(connection& c, std::uint64_t tid, std::uint64_t ctx, courier::token tok, const courier::error& e);
+
+template <class T>
+class interface_messages;
+template <class... Rs, class... Ms>
+class interface_messages<courier::interface<Rs(Ms)...>> {
+ public:
+  template <class Derived, class... Extra>
+  using actor_base = courier::actor<Derived, std::remove_cvref_t<Ms>..., Extra...>;
+};
+
+}  // namespace detail
+
+/// The client side of a connection: an actor that implements `I` by forwarding to the peer.
+template <class I>
+class client_connection
+    : public detail::interface_messages<I>::template actor_base<client_connection<I>, io_ready, session_tick, await_open>,
+      private detail::connection_base {
+  using table = wire_interface<I>;
+
+ public:
+  client_connection(std::shared_ptr<detail::node_core> node, socket sock, std::optional<child_process> child,
+                    const connection_config& cfg)
+      : detail::connection_base(std::move(node), std::move(sock), wire::role::initiator, cfg),
+        child_(std::move(child)),
+        calls_(round_up_pow2(cfg.max_in_flight)) {}
+
+  void on_start() {
+    attach(std::make_unique<detail::io_link_for<client_connection>>(this->self()), this);
+    ticks_ = this->send_periodic(detail::tick_period(conn_.config()), session_tick{});
+    drain();
+  }
+
+  /// A message of the interface: a `send` frame when nobody waits, else a `call`.
+  template <class M>
+    requires(I::template accepts<M>)
+  response_promise<typename I::template reply_type<M>> on(const M& msg) {
+    using R = typename I::template reply_type<M>;
+    auto promise = this->template make_response_promise<R>();
+    if (conn_.finished()) {
+      promise.fail(conn_.why());
+      return {};
+    }
+    if (conn_.unwritten() > conn_.config().outbound_high_water) {
+      promise.fail(courier::error(errc::mailbox_full, "the connection's outbound buffer is above its high-water mark"));
+      return {};
+    }
+    if (!promise.pending()) {  // one-way: nobody waits, nobody is told
+      if (auto ok = wire::encode(conn_.frames(), msg, wire::route{wire::kind::send, 0, 0}, limits()); !ok) ++encode_failures_;
+      return {};
+    }
+    const std::uint64_t tid = next_tid_;
+    call_slot& slot = calls_[tid & (calls_.size() - 1)];
+    if (slot.tid != 0 && !reclaim(slot)) {
+      promise.fail(courier::error(errc::mailbox_full, "too many calls in flight on this connection"));
+      return {};
+    }
+    if (auto ok = wire::encode(conn_.frames(), msg, wire::route{wire::kind::call, tid, 0}, limits()); !ok) {
+      promise.fail(courier::error(errc::invalid_argument, "cannot encode the call: " + ok.err().message()));
+      return {};
+    }
+    ++next_tid_;
+    slot.tid = tid;
+    slot.position = static_cast<std::uint16_t>(I::template position<M>);
+    ::new (slot.storage) response_promise<R>(std::move(promise));
+    ++in_flight_;
+    return {};
+  }
+
+  void on(const io_ready&) {
+    rearm();
+    drain();
+  }
+
+  void on(const session_tick&) {
+    conn_.tick();
+    if (conn_.finished()) lose();
+  }
+
+  response_promise<unit> on(const await_open&) {
+    auto promise = this->template make_response_promise<unit>();
+    if (conn_.open())
+      promise.deliver();
+    else if (conn_.finished())
+      promise.fail(conn_.why());
+    else
+      open_waiters_.push_back(std::move(promise));
+    return {};
+  }
+
+  void on_turn_end() {
+    if (conn_.wants_write()) flush();
+    if (conn_.finished()) lose();
+  }
+
+  void on_stop() {
+    fail_all(conn_.finished() ? conn_.why() : courier::error(errc::connection_lost, "the connection was stopped"));
+    if (conn_.open() && !conn_.finished()) {
+      conn_.close("client stopped");
+      flush();
+    }
+    detach();
+    reap_child(std::chrono::milliseconds(0));
+  }
+
+  // The session's application frames: replies and errors of our calls (anything else is the
+  // server calling us, which a client connection does not serve).
+  void on_frame(const wire::frame_view& f) {
+    if (f.kind() != wire::kind::reply && f.kind() != wire::kind::error) {
+      if (f.kind() == wire::kind::call)
+        detail::write_error_frame(conn_, f.transaction_id(), f.context_id(), f.token(),
+                                  courier::error(errc::no_such_service, "this peer is a client and serves nothing"));
+      return;
+    }
+    call_slot& slot = calls_[f.transaction_id() & (calls_.size() - 1)];
+    if (f.transaction_id() == 0 || slot.tid != f.transaction_id()) {
+      ++conn_.stats().dropped_replies;
+      conn_.session().count_dropped_reply();
+      return;
+    }
+    table::visit(slot.position, [&]<std::size_t P>() {
+      using R = typename table::template reply_at<P>;
+      auto* promise = std::launder(reinterpret_cast<response_promise<R>*>(slot.storage));
+      if (promise->settled()) {  // the caller timed out: a late reply, dropped and counted
+        ++conn_.stats().dropped_replies;
+        conn_.session().count_dropped_reply();
+      } else if (f.kind() == wire::kind::error) {
+        promise->fail(error_of(f));
+      } else {
+        R value{};
+        if (auto ok = decode_reply(f, value); ok)
+          promise->deliver(std::move(value));
+        else
+          promise->fail(courier::error(errc::protocol_error, "cannot decode the reply: " + ok.err().message()));
+      }
+      promise->~response_promise<R>();
+    });
+    slot.tid = 0;
+    --in_flight_;
+  }
+
+  /// Calls waiting for their reply.
+  std::size_t in_flight() const noexcept { return in_flight_; }
+
+ private:
+  struct call_slot {
+    std::uint64_t tid = 0;
+    std::uint16_t position = 0;
+    alignas(void*) unsigned char storage[sizeof(void*)];
+  };
+  static_assert(sizeof(response_promise<unit>) == sizeof(void*));
+
+  static std::size_t round_up_pow2(std::size_t n) {
+    std::size_t p = 1;
+    while (p < n) p <<= 1;
+    return p;
+  }
+
+  const wire::limits& limits() const noexcept { return conn_.config().limits; }
+
+  void drain() {
+    const bool was_open = conn_.open();
+    if (conn_.receive(*this)) this->self().send(io_ready{});  // budget spent: yield, read on later
+    if (!was_open && conn_.open()) {
+      for (auto& w : open_waiters_) w.deliver();
+      open_waiters_.clear();
+    }
+    if (conn_.finished()) lose();
+  }
+
+  // A slot whose caller already gave up (timed out) may be reused; its reply will find no call.
+  bool reclaim(call_slot& slot) {
+    bool freed = false;
+    table::visit(slot.position, [&]<std::size_t P>() {
+      using R = typename table::template reply_at<P>;
+      auto* promise = std::launder(reinterpret_cast<response_promise<R>*>(slot.storage));
+      if (promise->settled()) {
+        promise->~response_promise<R>();
+        slot.tid = 0;
+        --in_flight_;
+        freed = true;
+      }
+    });
+    return freed;
+  }
+
+  static courier::error error_of(const wire::frame_view& f) {
+    wire::reader r = f.items();
+    auto code = r.read<std::uint32_t>();
+    auto text = r.read<std::string_view>();
+    if (!code) return courier::error(errc::protocol_error, "an ERROR frame without its code");
+    return error_from_wire(*code, text ? *text : std::string_view{});
+  }
+
+  void fail_all(const courier::error& why) {
+    for (call_slot& slot : calls_) {
+      if (slot.tid == 0) continue;
+      table::visit(slot.position, [&]<std::size_t P>() {
+        using R = typename table::template reply_at<P>;
+        auto* promise = std::launder(reinterpret_cast<response_promise<R>*>(slot.storage));
+        promise->fail(why);
+        promise->~response_promise<R>();
+      });
+      slot.tid = 0;
+    }
+    in_flight_ = 0;
+    for (auto& w : open_waiters_) w.fail(why);
+    open_waiters_.clear();
+  }
+
+  // The connection is over: fail what waits, and stop with connection_lost (or protocol_error)
+  // so monitors hear why.
+  void lose() {
+    if (lost_) return;
+    lost_ = true;
+    courier::error why = conn_.why();
+    if (child_) {
+      reap_child(std::chrono::milliseconds(200));
+      if (exit_status_) why.text += "; server process exited with status " + std::to_string(*exit_status_);
+    }
+    fail_all(why);
+    const errc reason = why.code == errc::protocol_error ? errc::protocol_error : errc::connection_lost;
+    this->request_exit(reason, true);
+  }
+
+  void reap_child(std::chrono::milliseconds grace) {
+    if (!child_ || exit_status_) return;
+    exit_status_ = child_->try_wait();
+    if (!exit_status_ && grace.count() > 0) exit_status_ = child_->wait(grace);
+  }
+
+  std::optional<child_process> child_;
+  std::optional<int> exit_status_;
+  timer_handle ticks_;
+  std::vector<call_slot> calls_;
+  std::vector<response_promise<unit>> open_waiters_;
+  std::uint64_t next_tid_ = 1;
+  std::size_t in_flight_ = 0;
+  std::uint64_t encode_failures_ = 0;
+  bool lost_ = false;
+};
+
+/// The server side of one accepted connection: decodes calls and sends for `I` and hands them to
+/// the served actor.
+template <class I>
+class server_connection : public courier::actor<server_connection<I>, io_ready, session_tick>,
+                          private detail::connection_base {
+  using table = wire_interface<I>;
+
+ public:
+  server_connection(std::shared_ptr<detail::node_core> node, socket sock, actor_ref<I> target, const connection_config& cfg)
+      : detail::connection_base(std::move(node), std::move(sock), wire::role::acceptor, cfg), target_(std::move(target)) {}
+
+  void on_start() {
+    attach(std::make_unique<detail::io_link_for<server_connection>>(this->self()), this);
+    ticks_ = this->send_periodic(detail::tick_period(conn_.config()), session_tick{});
+    drain();
+  }
+
+  void on(const io_ready&) {
+    rearm();
+    drain();
+  }
+
+  void on(const session_tick&) {
+    conn_.tick();
+    if (conn_.finished()) this->stop();
+  }
+
+  void on_turn_end() {
+    if (conn_.wants_write()) flush();
+    if (conn_.finished()) {
+      this->stop();  // replies still owed have nowhere to go
+      return;
+    }
+    on_turn_end_resume();
+  }
+
+  void on_stop() {
+    if (conn_.open() && !conn_.finished()) {
+      conn_.close("server stopped");
+      flush();
+    }
+    detach();
+    target_.reset();
+  }
+
+  void on_frame(const wire::frame_view& f) {
+    const bool is_call = f.kind() == wire::kind::call;
+    if (!is_call && f.kind() != wire::kind::send) {
+      ++conn_.stats().dropped_replies;  // a reply or error: this side makes no calls
+      conn_.session().count_dropped_reply();
+      return;
+    }
+    const std::size_t p = table::find(f.token());
+    if (p == table::size) {
+      if (is_call) {
+        detail::write_error_frame(conn_, f.transaction_id(), f.context_id(), f.token(),
+                                  courier::error(errc::no_such_service, "no service " + std::string(f.token().view())));
+        conn_.session().reply_sent();
+      }
+      return;
+    }
+    table::visit(p, [&]<std::size_t P>() { dispatch<P>(f, is_call); });
+  }
+
+  std::size_t in_flight() const noexcept { return in_flight_; }
+
+ private:
+  // Every 256th one-way send travels as a request: its reply tells the connection that everything
+  // sent before it was handled (per-sender order), which bounds the sends in flight without a reply
+  // per message.
+  static constexpr std::uint32_t send_marker_every = 256;
+
+  template <std::size_t P>
+  void dispatch(const wire::frame_view& f, bool is_call) {
+    using M = typename table::template message_at<P>;
+    using R = typename table::template reply_at<P>;
+    M msg{};
+    if (auto ok = wire::decode(f, msg); !ok) {
+      if (is_call) {
+        detail::write_error_frame(conn_, f.transaction_id(), f.context_id(), f.token(),
+                                  courier::error(wire::make_error_code(ok.err().code), ok.err().message()));
+        conn_.session().reply_sent();
+      }
+      return;
+    }
+    if (!is_call) {
+      if (++sends_since_marker_ < send_marker_every) {
+        target_.send(std::move(msg));
+        return;
+      }
+      sends_since_marker_ = 0;
+      ++in_flight_;
+      target_.request(std::move(msg)).then([this](const R&) { settled(); }, [this](const courier::error&) { settled(); });
+      return;
+    }
+    ++in_flight_;
+    target_.request(std::move(msg))
+        .then(
+            [this, tid = f.transaction_id(), ctx = f.context_id(), tok = f.token()](const R& value) {
+              if (!conn_.finished()) {
+                if (auto ok = encode_reply(conn_.frames(), tok, tid, ctx, value, conn_.session().agreed_limits()); !ok)
+                  detail::write_error_frame(conn_, tid, ctx, tok,
+                                            courier::error(errc::handler_failed, "cannot encode the reply: " + ok.err().message()));
+                conn_.session().reply_sent();
+              }
+              settled();
+            },
+            [this, tid = f.transaction_id(), ctx = f.context_id(), tok = f.token()](const courier::error& e) {
+              if (!conn_.finished()) {
+                detail::write_error_frame(conn_, tid, ctx, tok, e);
+                conn_.session().reply_sent();
+              }
+              settled();
+            });
+  }
+
+  void settled() {
+    --in_flight_;
+    if (paused_ && in_flight_ <= conn_.config().max_in_flight / 2) {
+      paused_ = false;
+      drain();
+    }
+  }
+
+  // Written replies make room: a connection paused on its outbound mark resumes reading.
+  void on_turn_end_resume() {
+    if (paused_ && in_flight_ < conn_.config().max_in_flight && conn_.unwritten() <= conn_.config().outbound_high_water / 2) {
+      paused_ = false;
+      drain();
+    }
+  }
+
+  // Reads while the served actor keeps up; above the high-water marks (calls and marked sends in
+  // flight, or replies the client does not read) the socket is left unread, so it fills and TCP
+  // flow control reaches the client. A read budget spent yields the worker to other actors.
+  void drain() {
+    if (conn_.finished()) return;
+    if (in_flight_ >= conn_.config().max_in_flight || conn_.unwritten() > conn_.config().outbound_high_water) {
+      paused_ = true;
+      return;
+    }
+    if (conn_.receive(*this)) this->self().send(io_ready{});
+  }
+
+  actor_ref<I> target_;
+  timer_handle ticks_;
+  std::size_t in_flight_ = 0;
+  std::uint32_t sends_since_marker_ = 0;
+  bool paused_ = false;
+};
+
+}  // namespace courier::net

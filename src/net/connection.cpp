@@ -1,0 +1,106 @@
+// One connection's byte work: the session engine between a socket and the connection actor.
+#include "courier/net/connection.hpp"
+
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <utility>
+
+namespace courier::net {
+
+namespace {
+
+wire::session_config session_config_of(const connection_config& cfg) {
+  wire::session_config s;
+  s.local.peer_name = cfg.name;
+  s.local.max_frame_size = cfg.limits.max_frame_size;
+  s.lim = cfg.limits;
+  s.handshake_timeout = cfg.handshake_timeout;
+  s.ping_interval = cfg.ping_interval;
+  s.dead_after_intervals = cfg.dead_after_intervals;
+  s.close_timeout = cfg.close_timeout;
+  return s;
+}
+
+}  // namespace
+
+connection::connection(socket sock, wire::role role, const connection_config& cfg)
+    : sock_(std::move(sock)),
+      cfg_(cfg),
+      session_(role, session_config_of(cfg_)),
+      read_buf_(new std::byte[cfg_.read_chunk]),
+      send_limits_(cfg_.limits) {}
+
+connection::~connection() = default;
+
+void connection::start() {
+  session_.start(out_);
+  after_session_step();
+}
+
+void connection::close(std::string_view reason) {
+  if (finished_) return;
+  session_.close(out_, reason);
+  after_session_step();
+}
+
+void connection::tick() {
+  if (finished_) return;
+  session_.tick(std::chrono::steady_clock::now(), out_);
+  after_session_step();
+}
+
+void connection::fail(courier::error why) { finish(std::move(why)); }
+
+void connection::finish(courier::error why) {
+  if (finished_) return;
+  finished_ = true;
+  why_ = std::move(why);
+}
+
+// What the session's last step changed: frames held back during the handshake follow it once it
+// is accepted, and a closed or failed session ends the connection (after `out_` is written).
+void connection::after_session_step() {
+  const wire::session_state st = session_.state();
+  if (st != wire::session_state::handshaking && held_.size() != 0) {
+    std::byte* p = out_.extend(held_.size());
+    std::memcpy(p, held_.data(), held_.size());
+    held_.clear();
+  }
+  if (st == wire::session_state::open && send_limits_.max_frame_size != session_.agreed().max_frame_size &&
+      session_.agreed().max_frame_size != 0)
+    send_limits_.max_frame_size = session_.agreed().max_frame_size;
+  if (st == wire::session_state::closed) {
+    flush();
+    finish(courier::error(errc::connection_lost, "the connection was closed in order"));
+  } else if (st == wire::session_state::failed) {
+    flush();
+    const wire::session_failure& f = session_.failure();
+    if (f.code == static_cast<std::uint32_t>(errc::connection_lost) || f.code == 0)
+      finish(courier::error(errc::connection_lost, f.text));
+    else
+      finish(courier::error(errc::protocol_error, (f.by_peer ? "the peer reported: " : "the peer sent bad input: ") + f.text));
+  }
+}
+
+bool connection::flush() {
+  while (written_ < out_.size()) {
+    const iovec piece{out_.data() + written_, out_.size() - written_};
+    const io_result r = write_some(sock_, {&piece, 1});
+    if (r.status == io_result::would_block) return true;  // the reactor reports writability
+    if (r.status != io_result::ok) {
+      out_.clear();
+      written_ = 0;
+      finish(courier::error(errc::connection_lost, std::string("write: ") + std::strerror(r.error)));
+      return false;
+    }
+    ++stats_.writes;
+    stats_.bytes_out += r.bytes;
+    written_ += r.bytes;
+  }
+  out_.clear();
+  written_ = 0;
+  return true;
+}
+
+}  // namespace courier::net

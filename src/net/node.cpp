@@ -1,0 +1,116 @@
+// The node's reactor thread, its registry of live connections, and the accept loop.
+#include "courier/net/node.hpp"
+
+#include <algorithm>
+
+namespace courier::net::detail {
+
+node_core::node_core(courier::system& sys) : sys_(sys), thread_([this] { run(); }) {}
+
+node_core::~node_core() {
+  stop(std::chrono::milliseconds(0));
+}
+
+void node_core::run() noexcept {
+  while (!stopping_.load(std::memory_order_acquire)) {
+    reactor_.run_once(-1);
+    // Handlers retired while this batch was collected or dispatched are safe to free now: they
+    // left the epoll set before being retired, so no later batch names them.
+    std::vector<std::unique_ptr<owned_handler>> dead;
+    {
+      std::lock_guard lock(mutex_);
+      dead.swap(retired_);
+    }
+  }
+  std::lock_guard lock(mutex_);
+  running_ = false;
+  retired_.clear();
+}
+
+void node_core::enter(courier::detail::actor_base* connection) {
+  std::lock_guard lock(mutex_);
+  connections_.push_back(connection);
+  ever_connected_ = true;
+}
+
+void node_core::leave(courier::detail::actor_base* connection) noexcept {
+  std::lock_guard lock(mutex_);
+  auto it = std::find(connections_.begin(), connections_.end(), connection);
+  if (it != connections_.end()) connections_.erase(it);
+  changed_.notify_all();
+}
+
+void node_core::retire(std::unique_ptr<owned_handler> handler) noexcept {
+  std::unique_lock lock(mutex_);
+  if (running_) {
+    retired_.push_back(std::move(handler));
+    lock.unlock();
+    reactor_.wake();
+  } else {
+    lock.unlock();
+    handler.reset();
+  }
+}
+
+void node_core::keep(std::unique_ptr<owned_handler> a) {
+  std::lock_guard lock(mutex_);
+  acceptors_.push_back(std::move(a));
+}
+
+std::size_t node_core::connections() const {
+  std::lock_guard lock(mutex_);
+  return connections_.size();
+}
+
+bool node_core::wait_no_connections(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  return changed_.wait_for(lock, timeout, [this] { return (ever_connected_ && connections_.empty()) || stopped_; });
+}
+
+void node_core::wait_stopped() {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [this] { return stopped_; });
+}
+
+void node_core::stop(std::chrono::milliseconds grace) {
+  std::vector<std::unique_ptr<owned_handler>> acceptors;
+  std::vector<courier::detail::actor_base*> open;
+  {
+    std::lock_guard lock(mutex_);
+    if (stopped_) return;
+    stopped_ = true;
+    acceptors.swap(acceptors_);
+    open = connections_;
+    for (auto* c : open) c->add_ref();
+    changed_.notify_all();
+  }
+  for (auto& a : acceptors) reactor_.remove(static_cast<acceptor*>(a.get())->listening().fd());
+  // Each connection closes in order (its on_stop sends close and fails its calls in flight).
+  for (auto* c : open) {
+    c->request_exit(errc::connection_lost, true);
+    c->release();
+  }
+  {
+    std::unique_lock lock(mutex_);
+    changed_.wait_for(lock, grace, [this] { return connections_.empty(); });
+  }
+  stopping_.store(true, std::memory_order_release);
+  reactor_.wake();
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+  // The listeners close here, after the reactor thread can no longer be inside their on_io.
+  acceptors.clear();
+}
+
+void acceptor::on_io(std::uint32_t) noexcept {
+  for (;;) {
+    auto s = listener_.accept();
+    if (!s) return;  // would block (all taken), or a transient failure: the next readiness retries
+    try {
+      start_(std::move(*s));
+    } catch (...) {
+      // Out of memory for the connection actor: the socket closes, the client sees it lost.
+    }
+  }
+}
+
+}  // namespace courier::net::detail
