@@ -32,6 +32,8 @@ class category final : public std::error_category {
       case errc::trailing_items: return "items left over after the last field";
       case errc::token_mismatch: return "frame token does not match the message";
       case errc::bad_handshake: return "malformed handshake";
+      case errc::unexpected_frame: return "frame not allowed in this state of the connection";
+      case errc::bad_transaction_id: return "call with transaction id 0";
     }
     return "unknown courier.wire error";
   }
@@ -68,6 +70,8 @@ const char* to_string(errc e) noexcept {
     case errc::trailing_items: return "trailing_items";
     case errc::token_mismatch: return "token_mismatch";
     case errc::bad_handshake: return "bad_handshake";
+    case errc::unexpected_frame: return "unexpected_frame";
+    case errc::bad_transaction_id: return "bad_transaction_id";
   }
   return "unknown";
 }

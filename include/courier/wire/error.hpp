@@ -43,7 +43,9 @@ enum class errc : std::uint8_t {
   no_more_items = 19,        // the reader asked for an item past the last one (of the body or the list)
   trailing_items = 20,       // a typed message was decoded and items were left over
   token_mismatch = 21,       // a typed message was decoded from a frame with another token
-  bad_handshake = 22,        // a handshake frame whose body does not follow the protocol
+  bad_handshake = 22,        // a handshake frame whose body does not follow the protocol, or none in time
+  unexpected_frame = 23,     // a frame the connection's state does not allow (a second handshake): fatal
+  bad_transaction_id = 24,   // a call with transaction id 0
 };
 
 /// The category of `errc`; its name() is "courier.wire". Thread-safety: immutable singleton, safe anywhere.

@@ -61,12 +61,16 @@ inline constexpr std::uint8_t max_kind = 10;
 struct limits {
   /// Header plus body, in bytes. Every peer must accept at least min_max_frame_size.
   std::uint32_t max_frame_size = 16u * 1024 * 1024;
-  /// How deep lists may nest; items outside any list are at depth 0.
+  /// How many lists may be open at once: opening one more is nesting_too_deep (so 32 nested empty lists
+  /// pass and 33 do not). Items outside any list are at depth 0, a top-level list's elements at depth 1.
   std::uint32_t max_depth = 32;
   /// Items per frame, counting every value and every list, but not list ends.
   std::uint32_t max_items = 1u << 20;
 };
 inline constexpr std::uint32_t min_max_frame_size = 64 * 1024;
+/// The smallest max_items and max_depth a peer may announce (docs/protocol.md section 10).
+inline constexpr std::uint32_t min_max_items = 64 * 1024;
+inline constexpr std::uint32_t min_max_depth = 32;
 
 /// The decoded fixed header of a frame.
 ///

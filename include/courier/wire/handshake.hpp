@@ -25,6 +25,10 @@ struct handshake_info {
   std::uint64_t capabilities = 0;
   std::uint32_t max_frame_size = limits{}.max_frame_size;
   std::string_view peer_name;
+  /// Items 6 and 7 (docs/protocol.md section 8): the most items per frame and the deepest list nesting
+  /// the sender accepts. A peer that omits them accepts the defaults.
+  std::uint32_t max_items = limits{}.max_items;
+  std::uint32_t max_depth = limits{}.max_depth;
 };
 
 /// What two peers agreed on.
@@ -32,17 +36,24 @@ struct agreement {
   std::uint8_t version = protocol_version;
   std::uint64_t capabilities = 0;
   std::uint32_t max_frame_size = 0;  // the largest frame this side may send: the peer's limit
+  std::uint32_t max_items = 0;       // the most items per frame this side may send: the peer's limit
+  std::uint32_t max_depth = 0;       // the deepest nesting this side may send: the peer's limit
+
+  /// The peer's limits as a limits value, for a frame_writer that must respect them.
+  [[nodiscard]] limits peer_limits() const noexcept { return limits{max_frame_size, max_depth, max_items}; }
 };
 
 /// Appends a handshake frame (always in the version 1 layout, so any peer can read it).
 [[nodiscard]] result<std::size_t> encode_handshake(out_buffer& out, const handshake_info& info);
 
-/// Reads the peer's handshake; items after the five of version 1 are ignored (a newer peer may add some).
-/// peer_name views the frame.
+/// Reads the peer's handshake: five items, then optionally max_items and max_depth (uint32 each; the
+/// defaults when absent); items after the seventh are ignored (a newer peer may add some). peer_name
+/// views the frame.
 [[nodiscard]] result<handshake_info> decode_handshake(const frame_view& frame) noexcept;
 
 /// The highest version both speak and the capabilities both have; unsupported_version if the version
-/// ranges do not meet, bad_handshake if the peer's limits are below the protocol's minimum.
+/// ranges do not meet, bad_handshake if the peer's limits are below the protocol's minimums
+/// (min_max_frame_size, min_max_items, min_max_depth).
 [[nodiscard]] result<agreement> negotiate(const handshake_info& local, const handshake_info& remote) noexcept;
 
 }  // namespace courier::wire

@@ -1,0 +1,241 @@
+#pragma once
+/// @file
+/// The connection state machine of docs/protocol.md (sections 8, 11, 12, 13), sans I/O: session.
+/// Part of the wire codec (courier/wire.hpp).
+///
+/// A session turns bytes received into application frames and answers everything the protocol answers
+/// by itself (handshake, ping, close, ERROR frames for spoiled frames) by appending bytes to an
+/// out_buffer the owner writes to the transport. It never reads, writes, sleeps or reads a clock: the
+/// owner passes the time to tick(). So the same engine runs under the reactor, in a test that replays a
+/// transcript (tests/vectors/transcripts/), and in the fuzzer.
+///
+/// States (session_state):
+///   handshaking  our handshake is written (start()); waiting for the peer's. Application frames the
+///                owner wants to send must wait until open.
+///   open         both handshakes accepted: agreed() is valid.
+///   closing      we sent `close` (close(), or the answer to the peer's close): we send no new request
+///                (send, call, ping) and wait for the peer's close, or for end of stream.
+///   closed       the orderly close is complete: close the transport now (nothing more to write but
+///                what is in `out`).
+///   failed       a fatal error: the ERROR frame (if any) is in `out`; write it and close the transport.
+///                failure() says why.
+///
+/// Changes from the API sketched in PLAN.md (helper B):
+///   - reply_sent(out) takes the out_buffer: when the peer is closing and the last received call has
+///     been answered, the session appends our `close` there.
+///   - tick(now, out) and next_deadline() carry the time-outs (handshake, keepalive ping, dead peer,
+///     close); the owner calls tick() at next_deadline() at the latest.
+///   - failure() returns a session_failure (code as on the wire, text, and whether the peer sent it),
+///     not courier::error: the wire library does not depend on the runtime's error type. code is a
+///     wire errc number (1..255) or a runtime number (272 connection_lost for end of stream or silence).
+///   - the handler may also have on_bad_reply(std::uint64_t txn, const error&): a reply or error frame
+///     for one of our calls arrived spoiled (non-fatal fault); the owner fails that call.
+///   - peer_closing(): the peer sent close; open_for_calls(): we may still start calls/sends.
+///
+/// Thread-safety: one session is used by one thread at a time (the one that owns the connection);
+/// distinct sessions are independent.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "courier/wire/buffer.hpp"
+#include "courier/wire/decoder.hpp"
+#include "courier/wire/error.hpp"
+#include "courier/wire/format.hpp"
+#include "courier/wire/handshake.hpp"
+
+namespace courier::wire {
+
+/// Which end of the transport this is: the initiator connected, the acceptor accepted. The protocol
+/// treats both alike except for context ids (odd/even) and who closes the transport (section 11).
+enum class role : std::uint8_t { initiator, acceptor };
+
+enum class session_state : std::uint8_t { handshaking, open, closing, closed, failed };
+
+/// "handshaking", "open", "closing", "closed", "failed".
+[[nodiscard]] const char* to_string(session_state s) noexcept;
+
+/// What a session needs to know; the defaults are those of docs/protocol.md section 13.
+///
+/// Thread-safety: a value type.
+struct session_config {
+  /// Versions, capabilities and name we announce. Its limit fields are ignored: lim is announced.
+  handshake_info local{};
+  /// Our receive limits: what the decoder enforces and the handshake announces.
+  limits lim{};
+  /// The peer must complete its handshake within this time after start() (0: no limit).
+  std::chrono::milliseconds handshake_timeout{10000};
+  /// We ping after this much silence from the peer (0: never ping, never declare the peer dead).
+  std::chrono::milliseconds ping_interval{10000};
+  /// The peer is dead after this many ping intervals without a byte from it.
+  std::uint32_t dead_after_intervals = 3;
+  /// After we sent close, the peer's close (or end of stream) must come within this time.
+  std::chrono::milliseconds close_timeout{10000};
+};
+
+/// Why a session failed.
+///
+/// Thread-safety: a value type.
+struct session_failure {
+  /// A wire errc number (1..255), or a runtime one (272 connection_lost), as it would travel in an
+  /// ERROR frame; 0 while the session has not failed.
+  std::uint32_t code = 0;
+  std::string text;
+  /// True if the peer reported it in a fatal ERROR frame (transaction id 0), false if we detected it.
+  bool by_peer = false;
+};
+
+/// What went through a session.
+struct session_counters {
+  std::uint64_t frames_in = 0;        // well-formed frames received, of every kind
+  std::uint64_t frames_out = 0;       // frames the session itself wrote (handshake, pong, ping, error, close)
+  std::uint64_t spoiled_frames = 0;   // frames received with a non-fatal fault (skipped)
+  std::uint64_t dropped_replies = 0;  // replies no caller waited for (count_dropped_reply())
+  std::uint64_t refused_calls = 0;    // calls answered with 260 system_shutdown because we were closing
+  std::uint64_t dropped_sends = 0;    // one-way sends received after a close, not delivered
+  std::uint64_t peer_errors = 0;      // ERROR frames with transaction id 0 the peer sent (non-fatal ones too)
+};
+
+/// The connection state machine, sans I/O.
+///
+/// Usage: start(out) once; feed(bytes, out, handler) with every chunk read; tick(now, out) when
+/// next_deadline() is reached; on_eof() at end of stream; close(out) to end orderly. After each call,
+/// write `out` to the transport (it may hold many frames: one writev), and look at state(): closed or
+/// failed means close the transport once `out` is written.
+///
+/// The owner answers every call the handler received: it appends the reply (or ERROR) to an out_buffer
+/// and calls reply_sent(out) once per call, so the session knows when a close may complete.
+///
+/// Allocation: none per frame in steady state (the decoder's buffer and `out` keep their capacity);
+/// ERROR texts and failure() allocate, on the error path only.
+///
+/// Thread-safety: one session is used by one thread at a time.
+class session {
+ public:
+  using clock = std::chrono::steady_clock;
+
+  explicit session(role r, const session_config& cfg = {}, buffer_hooks hooks = {});
+
+  /// Appends our handshake and starts the handshake time-out from `now`. Call once, first.
+  void start(out_buffer& out, clock::time_point now = clock::now());
+
+  /// Feeds received bytes (any split). For each application frame (send, call with a non-zero
+  /// transaction id, reply, error with a non-zero transaction id, context_open, context_close) calls
+  /// `handler.on_frame(const frame_view&)`; the view is valid during that call only. Answers ping with
+  /// pong, writes ERROR frames for spoiled frames (a call's with its transaction id), handles the
+  /// handshake and close, all by appending to `out`. Bytes after a fatal error or the end of the
+  /// session are ignored. Returns state().
+  ///
+  /// The handler may also define `void on_bad_reply(std::uint64_t txn, const error& e)`: a reply or
+  /// error frame for transaction `txn` arrived spoiled (e says how).
+  template <class Handler>
+  session_state feed(std::span<const std::byte> bytes, out_buffer& out, Handler&& handler) {
+    if (!accepting_input()) return state_;
+    decoder_.feed(bytes);
+    received_ = true;
+    for (;;) {
+      step_result s = step(out);
+      if (s.what == step_result::deliver) {
+        handler.on_frame(s.frame);
+      } else if (s.what == step_result::bad_reply) {
+        if constexpr (requires { handler.on_bad_reply(std::uint64_t{}, s.fault); })
+          handler.on_bad_reply(s.header.transaction_id, s.fault);
+      } else if (s.what == step_result::done) {
+        break;
+      }
+    }
+    return state_;
+  }
+
+  /// The time has come (call it at next_deadline() at the latest, any time earlier is harmless):
+  /// sends a ping after ping_interval of silence, fails the session on a handshake, dead-peer or
+  /// close time-out. Returns state().
+  session_state tick(clock::time_point now, out_buffer& out);
+
+  /// When tick() next has something to do; clock::time_point::max() if never.
+  [[nodiscard]] clock::time_point next_deadline() const noexcept;
+
+  /// End of stream from the transport: closed if the close was orderly, else failed (truncated if it
+  /// ended inside a frame, 272 connection_lost otherwise). Returns state().
+  session_state on_eof();
+
+  /// Starts the orderly close: appends `close` (with the reason, if any; it must be UTF-8) and enters
+  /// closing. From now on the owner starts no call or send. Harmless if already closing, closed or
+  /// failed. Before the handshake is done nothing may be sent: the session is closed at once (close
+  /// the transport). If the peer closed first and calls are still unanswered, our close goes out by
+  /// itself after the last reply (reply_sent()).
+  void close(out_buffer& out, std::string_view reason = {}, clock::time_point now = clock::now());
+
+  [[nodiscard]] session_state state() const noexcept { return state_; }
+  [[nodiscard]] role side() const noexcept { return role_; }
+  /// What both peers agreed on; valid once open (and in closing/closed after an open).
+  [[nodiscard]] const agreement& agreed() const noexcept { return agreed_; }
+  /// The peer's handshake name (a copy, valid for the session's life).
+  [[nodiscard]] std::string_view peer_name() const noexcept { return peer_name_; }
+  /// Why the session failed; code 0 if it has not.
+  [[nodiscard]] const session_failure& failure() const noexcept { return failure_; }
+  /// The peer sent close: start no new call or send.
+  [[nodiscard]] bool peer_closing() const noexcept { return peer_closed_; }
+  /// True while the owner may start calls and sends: open, and neither side has sent close.
+  [[nodiscard]] bool open_for_calls() const noexcept { return state_ == session_state::open && !peer_closed_; }
+  [[nodiscard]] const session_counters& counters() const noexcept { return counters_; }
+
+  /// The owner found no caller for a reply (its call had timed out, or the id is unknown).
+  void count_dropped_reply() noexcept { ++counters_.dropped_replies; }
+  /// The owner appended the reply (or ERROR) to a call the handler received. When the peer has sent
+  /// close and this was the last unanswered call, appends our close (or completes ours).
+  void reply_sent(out_buffer& out);
+  /// Calls the handler received that the owner has not answered yet.
+  [[nodiscard]] std::size_t calls_unanswered() const noexcept { return calls_unanswered_; }
+
+ private:
+  struct step_result {
+    enum what_t : std::uint8_t { done, deliver, bad_reply, again } what = done;
+    frame_view frame{};
+    frame_header header{};
+    error fault{};
+  };
+
+  [[nodiscard]] bool accepting_input() const noexcept {
+    return state_ == session_state::handshaking || state_ == session_state::open ||
+           state_ == session_state::closing;
+  }
+  step_result step(out_buffer& out);
+  step_result on_valid(const frame_view& f, out_buffer& out);
+  step_result on_spoiled(const error& e, out_buffer& out);
+  void on_handshake(const frame_view& f, out_buffer& out);
+  void on_peer_close(out_buffer& out);
+  void maybe_finish_close();
+  void send_close(out_buffer& out, std::string_view reason);
+  void write_error(out_buffer& out, const frame_header& about, std::uint64_t txn, std::uint32_t code,
+                   std::string_view text);
+  void fail(out_buffer* out, std::uint32_t code, std::string text);
+
+  role role_;
+  session_config cfg_;
+  decoder decoder_;
+  session_state state_ = session_state::handshaking;
+  agreement agreed_{};
+  std::string peer_name_;
+  std::string local_name_;
+  session_failure failure_{};
+  session_counters counters_{};
+  std::size_t calls_unanswered_ = 0;
+  bool started_ = false;
+  bool peer_closed_ = false;      // the peer's close arrived
+  bool we_closed_ = false;        // we sent close
+  bool answered_close_ = false;   // our close answered the peer's (so the peer closes the transport)
+  bool received_ = false;         // bytes arrived since the last tick
+  std::uint64_t next_ping_id_ = 1;
+  clock::time_point started_at_{};
+  clock::time_point last_rx_{};
+  clock::time_point last_ping_{};
+  clock::time_point close_sent_at_{};
+};
+
+}  // namespace courier::wire
