@@ -35,6 +35,15 @@ courier::result<std::pair<socket, socket>> socket_pair() {
   return std::pair<socket, socket>(socket(fds[0]), socket(fds[1]));
 }
 
+courier::result<void> set_buffer_size(const socket& s, std::size_t bytes) {
+  if (bytes == 0) return {};
+  const int size = bytes > static_cast<std::size_t>(INT_MAX) ? INT_MAX : static_cast<int>(bytes);
+  if (::setsockopt(s.fd(), SOL_SOCKET, SO_SNDBUF, &size, sizeof size) < 0 ||
+      ::setsockopt(s.fd(), SOL_SOCKET, SO_RCVBUF, &size, sizeof size) < 0)
+    return courier::error(std::error_code(errno, std::system_category()), "setsockopt SO_SNDBUF/SO_RCVBUF");
+  return {};
+}
+
 std::error_code io_result::code() const noexcept {
   if (status != failed) return {};
   return {error, std::system_category()};

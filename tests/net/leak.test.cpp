@@ -69,3 +69,23 @@ TEST_CASE("leak: reactors and reactor threads") {
   CHECK(courier_test::open_descriptors() == fds_before);
   CHECK(courier_test::thread_count() == threads_before);
 }
+
+TEST_CASE("leak: 50 pipe servers started, echoed through and reaped") {
+  courier_test::watchdog wd{"leak pipe", 60s};
+  endpoint where;
+  where.command = {COURIER_TEST_PIPE_ECHO, "0"};
+  const int fds_before = courier_test::open_descriptors();
+  const int threads_before = courier_test::thread_count();
+  for (int i = 0; i < 50; ++i) {
+    auto c = courier::net::connect(where, 2s);
+    REQUIRE(c);
+    REQUIRE(courier_test::write_all(c->sock, "x"));
+    REQUIRE(courier_test::read_exactly(c->sock, 1) == "x");
+    c->sock.close();
+    REQUIRE(c->child->wait(5s) == 0);
+  }
+  CHECK(courier_test::open_descriptors() == fds_before);
+  CHECK(courier_test::thread_count() == threads_before);
+  // No zombie is left: every child was reaped.
+  CHECK(::waitpid(-1, nullptr, WNOHANG) == -1);
+}

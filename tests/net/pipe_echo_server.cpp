@@ -1,7 +1,9 @@
 // courier-test-pipe-echo: the server a pipe test starts. It takes its socket with
 // pipe_server_socket(), prints a line to stdout (which must land on stderr, not in the stream), echoes
 // every byte back until the client closes, then exits with the status given as argv[1].
-// "courier-test-pipe-echo 7 now" exits at once without reading.
+// "courier-test-pipe-echo 7 now" exits at once without reading; "... 7 blocking" exits with 7 if its
+// stdin came as an ordinary blocking descriptor, with 5 if not.
+#include <fcntl.h>
 #include <poll.h>
 
 #include <cstdio>
@@ -12,6 +14,7 @@
 
 int main(int argc, char** argv) {
   const int status = argc > 1 ? std::atoi(argv[1]) : 0;
+  if (argc > 2 && std::string_view(argv[2]) == "blocking") return (::fcntl(0, F_GETFL) & O_NONBLOCK) ? 5 : status;
   auto sock = courier::net::pipe_server_socket();
   if (!sock) {
     std::fprintf(stderr, "courier-test-pipe-echo: %s\n", sock.err().describe().c_str());

@@ -1,6 +1,7 @@
 #include "courier/net/socket.hpp"
 
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,7 +14,8 @@
 
 using courier::net::io_result;
 using courier::net::read_some;
-using courier::net::socket;
+// Not `using courier::net::socket`: <sys/socket.h>'s socket() would hide the class name.
+using socket_t = courier::net::socket;
 using courier::net::write_some;
 
 namespace {
@@ -25,11 +27,11 @@ iovec piece(std::string_view text) { return {const_cast<char*>(text.data()), tex
 TEST_CASE("socket: owns its descriptor; move, release and close") {
   auto pair = courier::net::socket_pair();
   REQUIRE(pair);
-  socket a = std::move(pair->first);
+  socket_t a = std::move(pair->first);
   CHECK(a);
   CHECK_FALSE(pair->first);
   const int fd = a.fd();
-  socket b;
+  socket_t b;
   b = std::move(a);
   CHECK(b.fd() == fd);
   const int released = b.release();
@@ -49,7 +51,7 @@ TEST_CASE("socket: socket_pair makes non-blocking, close-on-exec descriptors") {
 
   int fds[2];
   REQUIRE(::pipe(fds) == 0);
-  socket r(fds[0]), w(fds[1]);
+  socket_t r(fds[0]), w(fds[1]);
   CHECK_FALSE(courier_test::nonblocking_and_cloexec(r.fd()));
   REQUIRE(courier::net::make_nonblocking(r.fd()));
   CHECK(courier_test::nonblocking_and_cloexec(r.fd()));
@@ -117,7 +119,7 @@ TEST_CASE("socket: write_some falls back to writev on a plain pipe; ignore_sigpi
   courier_test::watchdog wd{"socket pipe", std::chrono::seconds(20)};
   int fds[2];
   REQUIRE(::pipe2(fds, O_NONBLOCK | O_CLOEXEC) == 0);
-  socket r(fds[0]), w(fds[1]);
+  socket_t r(fds[0]), w(fds[1]);
   const iovec pieces[] = {piece("through "), piece("a pipe")};
   const auto put = write_some(w, pieces);
   REQUIRE(put.status == io_result::ok);
@@ -129,4 +131,17 @@ TEST_CASE("socket: write_some falls back to writev on a plain pipe; ignore_sigpi
   const auto broken = write_some(w, pieces);
   CHECK(broken.status == io_result::failed);
   CHECK(broken.error == EPIPE);
+}
+
+TEST_CASE("socket: set_buffer_size asks the kernel for both buffers") {
+  auto pair = courier::net::socket_pair();
+  REQUIRE(pair);
+  REQUIRE(courier::net::set_buffer_size(pair->first, 0));  // the kernel's defaults stay
+  REQUIRE(courier::net::set_buffer_size(pair->first, 65536));
+  int size = 0;
+  socklen_t length = sizeof size;
+  REQUIRE(::getsockopt(pair->first.fd(), SOL_SOCKET, SO_SNDBUF, &size, &length) == 0);
+  CHECK(size >= 65536);  // Linux doubles the request for its bookkeeping
+  REQUIRE(::getsockopt(pair->first.fd(), SOL_SOCKET, SO_RCVBUF, &size, &length) == 0);
+  CHECK(size >= 65536);
 }

@@ -301,6 +301,13 @@ TEST_CASE("pipe: a child that exits at once: EOF on the socket, status from try_
   CHECK(c->child->try_wait() == 3);
 }
 
+TEST_CASE("pipe: the child's stdin is an ordinary blocking descriptor") {
+  courier_test::watchdog wd{"pipe blocking", 20s};
+  auto c = courier::net::connect(pipe_to({COURIER_TEST_PIPE_ECHO, "9", "blocking"}), 2s);
+  REQUIRE(c);
+  CHECK(c->child->wait(5s) == 9);
+}
+
 TEST_CASE("pipe: a killed child reports 128 + signal") {
   courier_test::watchdog wd{"pipe kill", 20s};
   auto c = courier::net::connect(pipe_to({COURIER_TEST_PIPE_ECHO, "0"}), 2s);

@@ -1,9 +1,11 @@
 #include "pipe/pipe.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <vector>
 
 extern char** environ;
@@ -18,6 +20,10 @@ courier::result<connected> connect_pipe(const endpoint& where, std::chrono::mill
   auto pair = socket_pair();
   if (!pair) return pair.err();
   auto& [ours, theirs] = *pair;
+  // The child gets an ordinary blocking stdin/stdout, as any program expects; O_NONBLOCK belongs to
+  // the open file description, which the child's two copies share, so clear it before they exist.
+  if (const int flags = ::fcntl(theirs.fd(), F_GETFL); flags < 0 || ::fcntl(theirs.fd(), F_SETFL, flags & ~O_NONBLOCK) < 0)
+    return system_error(errno, "fcntl", where);
 
   // The child's end becomes its stdin and stdout; dup2 clears close-on-exec on the copies only, so
   // every other descriptor of this process (all opened close-on-exec) stays out of the child.

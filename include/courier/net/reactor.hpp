@@ -2,10 +2,13 @@
 /// @file
 /// The readiness layer: one epoll instance that tells handlers their descriptors are ready.
 ///
-/// Level-triggered: a descriptor that stays readable (or writable) is reported again on the next
-/// run_once(), so a handler may stop reading after a budget of bytes (fairness between connections)
-/// without losing the wake-up. Handlers watching for EPOLLOUT should drop it (modify) once their
-/// output is flushed, or they are called on every round.
+/// Level-triggered unless a registration asks for `EPOLLET`: by default a descriptor that stays
+/// readable (or writable) is reported again on the next run_once(), so a handler may stop reading
+/// after a budget of bytes (fairness between connections) without losing the wake-up, and a handler
+/// watching for EPOLLOUT drops it (modify) once its output is flushed, or it is called every round.
+/// With `EPOLLET` a handler hears of each change of readiness once and must read (or write) until
+/// EAGAIN before it can expect another event: the choice of a handler that hands the work to another
+/// thread and does not want the reactor to spin while that thread catches up.
 ///
 /// A handler is called through one virtual function per readiness event, never per message. The
 /// reactor stores a generation with each registration, so an event that was already collected for a

@@ -63,6 +63,10 @@ class socket {
 /// close-on-exec: the pipe transport's channel, and a handy peer for tests.
 [[nodiscard]] courier::result<std::pair<socket, socket>> socket_pair();
 
+/// Asks the kernel for send and receive buffers of `bytes` each (SO_SNDBUF, SO_RCVBUF: the --buffersize
+/// option); 0 leaves the kernel's defaults. The kernel may round or cap the size (net.core.wmem_max).
+[[nodiscard]] courier::result<void> set_buffer_size(const socket& s, std::size_t bytes);
+
 /// What one read or write did.
 struct io_result {
   enum status_t : std::uint8_t {
