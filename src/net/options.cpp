@@ -35,6 +35,7 @@ void declare(CLI::App& app, parsed& into) {
       ->needs(tcp)
       ->type_name("HOST");
   app.add_option("--port", into.port, "tcp: the port (a server may ask for 0: any free port)")
+      ->check(CLI::Range(0, 65535))
       ->needs(tcp)
       ->type_name("PORT");
   app.add_option("--timeout", into.timeout_seconds, "Time-out in seconds for connect, handshake and calls (default 10)")
@@ -42,7 +43,9 @@ void declare(CLI::App& app, parsed& into) {
       ->type_name("SEC");
   app.add_option("--name", into.name, "The name this program gives itself in logs and its handshake")
       ->type_name("NAME");
+  // The checks parse the text as a number first: CLI11 would read "-5" into an unsigned as a huge value.
   app.add_option("--buffersize", into.buffersize, "Socket buffer size in bytes (0: the kernel's default)")
+      ->check(CLI::NonNegativeNumber)
       ->type_name("N");
   app.add_flag("--silent", into.silent, "Print nothing but errors");
   app.add_option("--debug", into.debug, "Diagnostic verbosity (0: none)")->check(CLI::NonNegativeNumber)->type_name("N");

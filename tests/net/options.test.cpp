@@ -136,6 +136,7 @@ TEST_CASE("options: unknown, conflicting and incomplete options are errors with 
   check_refused({"--tcp"}, "--tcp needs --port");
   check_refused({"--tcp", "--port", "65536"}, "--port");
   check_refused({"--tcp", "--port", "http"}, "--port");
+  check_refused({"--tcp", "--port", "-1"}, "--port");
   check_refused({"--tcp", "--host", "", "--port", "1"}, "--host");
   check_refused({"--timeout", "0"}, "--timeout");
   check_refused({"--timeout", "-1"}, "--timeout");
@@ -143,6 +144,7 @@ TEST_CASE("options: unknown, conflicting and incomplete options are errors with 
   check_refused({"--timeout", "0.0001"}, "--timeout");
   check_refused({"--debug", "-2"}, "--debug");
   check_refused({"--buffersize", "lots"}, "--buffersize");
+  check_refused({"--buffersize", "-5"}, "--buffersize");
   check_refused({"--name"}, "--name");
   check_refused({"--uds", "--file", "x", "@", "./server"}, "does not go with --uds");
   check_refused({"--tcp", "--port", "1", "@", "./server"}, "does not go with --tcp");

@@ -3,6 +3,8 @@
 #include <poll.h>
 
 #include <atomic>
+#include <functional>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -122,6 +124,46 @@ TEST_CASE("reactor: a handler that removes another one in the same round stops i
   REQUIRE(courier_test::wait_for(p2->second.fd(), POLLIN));
   CHECK(r.run_once(1000) == 1);
   CHECK(h1.calls + h2.calls == 1);
+}
+
+TEST_CASE("reactor: an event collected for a descriptor number that was removed and reused is skipped") {
+  courier_test::watchdog wd{"reactor fd reuse", 20s};
+  reactor r;
+  auto p1 = courier::net::socket_pair();
+  auto p2 = courier::net::socket_pair();
+  REQUIRE(p1);
+  REQUIRE(p2);
+  recorder h1, h2, newcomer;
+  h1.sock = &p1->second;
+  h2.sock = &p2->second;
+  std::optional<std::pair<courier::net::socket, courier::net::socket>> replacement;
+  int reused_fd = -1;
+  // Whichever handler runs first closes the other's socket and registers a new one, which gets the
+  // lowest free descriptor number: the one just closed. The old event for that number is stale.
+  auto swap_out = [&](courier::net::socket& victim) {
+    reused_fd = victim.fd();
+    r.remove(victim.fd());
+    victim.close();
+    auto fresh = courier::net::socket_pair();
+    REQUIRE(fresh);
+    replacement.emplace(std::move(*fresh));
+    newcomer.drain = false;
+    REQUIRE(r.add(replacement->first.fd(), EPOLLIN | EPOLLOUT, &newcomer));
+  };
+  h1.also = [&] { if (!replacement) swap_out(p2->second); };
+  h2.also = [&] { if (!replacement) swap_out(p1->second); };
+  REQUIRE(r.add(p1->second.fd(), EPOLLIN, &h1));
+  REQUIRE(r.add(p2->second.fd(), EPOLLIN, &h2));
+  send_byte(p1->first);
+  send_byte(p2->first);
+  REQUIRE(courier_test::wait_for(p1->second.fd(), POLLIN));
+  REQUIRE(courier_test::wait_for(p2->second.fd(), POLLIN));
+  CHECK(r.run_once(1000) == 1);
+  REQUIRE(replacement);
+  CHECK(replacement->first.fd() == reused_fd);
+  CHECK(newcomer.calls == 0);
+  CHECK(r.run_once(1000) == 1);  // the newcomer's own readiness (writable) comes in the next round
+  CHECK(newcomer.calls == 1);
 }
 
 TEST_CASE("reactor: the epoll descriptor is pollable by a host loop") {
