@@ -1,0 +1,134 @@
+#include "courier/net/options.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <vector>
+
+namespace courier::net {
+
+namespace {
+
+/// Where the parser writes; copied into `options` once everything checked out.
+struct parsed {
+  bool pipe = false, uds = false, tcp = false;
+  std::string file;
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 0;
+  double timeout_seconds = 10.0;
+  std::string name;
+  std::size_t buffersize = 0;
+  bool silent = false;
+  int debug = 0;
+};
+
+void declare(CLI::App& app, parsed& into) {
+  auto* pipe = app.add_flag("--pipe", into.pipe, "Talk over a socket pair to a child process (the default; the "
+                                                 "client names the server program after @)");
+  auto* uds = app.add_flag("--uds", into.uds, "Talk over a Unix-domain socket (needs --file)");
+  auto* tcp = app.add_flag("--tcp", into.tcp, "Talk over TCP (needs --port)");
+  pipe->excludes(uds, tcp);
+  uds->excludes(pipe, tcp);
+  tcp->excludes(pipe, uds);
+  app.add_option("--file", into.file, "uds: the socket file")->needs(uds)->type_name("PATH");
+  app.add_option("--host", into.host, "tcp: host name or address (default 127.0.0.1; ::1 for IPv6)")
+      ->needs(tcp)
+      ->type_name("HOST");
+  app.add_option("--port", into.port, "tcp: the port (a server may ask for 0: any free port)")
+      ->check(CLI::Range(0, 65535))
+      ->needs(tcp)
+      ->type_name("PORT");
+  app.add_option("--timeout", into.timeout_seconds, "Time-out in seconds for connect, handshake and calls (default 10)")
+      ->check(CLI::PositiveNumber)
+      ->type_name("SEC");
+  app.add_option("--name", into.name, "The name this program gives itself in logs and its handshake")
+      ->type_name("NAME");
+  // The checks parse the text as a number first: CLI11 would read "-5" into an unsigned as a huge value.
+  app.add_option("--buffersize", into.buffersize, "Socket buffer size in bytes (0: the kernel's default)")
+      ->check(CLI::NonNegativeNumber)
+      ->type_name("N");
+  app.add_flag("--silent", into.silent, "Print nothing but errors");
+  app.add_option("--debug", into.debug, "Diagnostic verbosity (0: none)")->check(CLI::NonNegativeNumber)->type_name("N");
+}
+
+std::unique_ptr<CLI::App> make_app(std::string_view program_name, parsed& into, const extra_options& extra) {
+  auto app = std::make_unique<CLI::App>("Transport options: --pipe (default, client: @ server args...), --uds "
+                                        "--file PATH, --tcp [--host H] --port P",
+                                        std::string(program_name));
+  declare(*app, into);
+  if (extra) extra(*app);
+  app->footer("A pipe client starts its server itself: " + std::string(program_name) +
+              " [options] @ server-program [server-options]");
+  return app;
+}
+
+courier::error invalid(std::string text) { return {errc::invalid_argument, std::move(text)}; }
+
+}  // namespace
+
+courier::result<options> parse_options(int argc, const char* const* argv, std::string_view program_name,
+                                       const extra_options& extra) {
+  std::vector<std::string> words;
+  std::vector<std::string> command;
+  bool after_at = false;
+  for (int i = 1; i < argc; ++i) {
+    if (after_at) command.emplace_back(argv[i]);
+    else if (std::string_view(argv[i]) == "@") after_at = true;
+    else words.emplace_back(argv[i]);
+  }
+
+  parsed values;
+  auto app = make_app(program_name, values, extra);
+  std::reverse(words.begin(), words.end());  // CLI11 takes the arguments last-first
+  try {
+    app->parse(words);
+  } catch (const CLI::CallForHelp&) {
+    options wanted;
+    wanted.help = true;
+    return wanted;
+  } catch (const CLI::CallForAllHelp&) {
+    options wanted;
+    wanted.help = true;
+    return wanted;
+  } catch (const CLI::ParseError& e) {
+    return invalid(std::string(program_name) + ": " + e.what());
+  }
+
+  options result;
+  endpoint& where = result.where;
+  if (values.uds) {
+    if (values.file.empty()) return invalid(std::string(program_name) + ": --uds needs --file PATH");
+    where.kind = endpoint::kind_t::uds;
+    where.file = values.file;
+  } else if (values.tcp) {
+    if (app->count("--port") == 0) return invalid(std::string(program_name) + ": --tcp needs --port P");
+    if (values.host.empty()) return invalid(std::string(program_name) + ": --host needs a host name or address");
+    where.kind = endpoint::kind_t::tcp;
+    where.host = values.host;
+    where.port = values.port;
+  } else {
+    where.kind = endpoint::kind_t::pipe;
+  }
+  if (after_at) {
+    if (where.kind != endpoint::kind_t::pipe)
+      return invalid(std::string(program_name) + ": '@ server...' starts a pipe server; it does not go with --" +
+                     to_string(where.kind));
+    if (command.empty()) return invalid(std::string(program_name) + ": '@' must be followed by the server program");
+    where.command = std::move(command);
+  }
+  result.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(values.timeout_seconds * 1000.0 + 0.5));
+  if (result.timeout.count() <= 0) return invalid(std::string(program_name) + ": --timeout must be at least 1 ms");
+  result.name = std::move(values.name);
+  result.buffersize = values.buffersize;
+  result.silent = values.silent;
+  result.debug = values.debug;
+  return result;
+}
+
+std::string options_help(std::string_view program_name, const extra_options& extra) {
+  parsed ignored;
+  auto app = make_app(program_name, ignored, extra);
+  return app->help();
+}
+
+}  // namespace courier::net

@@ -1,0 +1,133 @@
+#include "courier/net/reactor.hpp"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace courier::net {
+
+namespace {
+
+// The wake-up eventfd is told apart from descriptors by this tag in place of a descriptor number.
+constexpr std::uint64_t wake_tag = ~std::uint64_t{0};
+
+std::uint64_t pack(int fd, std::uint32_t generation) noexcept {
+  return (std::uint64_t{generation} << 32) | static_cast<std::uint32_t>(fd);
+}
+
+[[noreturn]] void fail_to_start(const char* what) noexcept {
+  std::fprintf(stderr, "courier::net::reactor: %s failed: %s\n", what, std::strerror(errno));
+  std::abort();
+}
+
+}  // namespace
+
+reactor::reactor() {
+  epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
+  if (!epoll_) fail_to_start("epoll_create1");
+  wake_.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!wake_) fail_to_start("eventfd");
+  epoll_event event{};
+  event.events = EPOLLIN;
+  event.data.u64 = wake_tag;
+  if (::epoll_ctl(epoll_.fd(), EPOLL_CTL_ADD, wake_.fd(), &event) < 0) fail_to_start("epoll_ctl(eventfd)");
+}
+
+reactor::~reactor() = default;
+
+courier::result<void> reactor::control(int op, int fd, std::uint32_t events, io_handler* handler) {
+  if (fd < 0 || handler == nullptr) return courier::error(errc::invalid_argument, "reactor: no descriptor or handler");
+  std::lock_guard lock(table_mutex_);
+  if (static_cast<std::size_t>(fd) >= slots_.size()) slots_.resize(static_cast<std::size_t>(fd) + 1);
+  slot& entry = slots_[static_cast<std::size_t>(fd)];
+  const bool adding = op == EPOLL_CTL_ADD;
+  if (adding != (entry.handler == nullptr))
+    return courier::error(std::error_code(adding ? EEXIST : ENOENT, std::system_category()),
+                          adding ? "reactor: descriptor already watched" : "reactor: descriptor not watched");
+  // A new registration gets a new generation, so events collected for the previous one are skipped.
+  const std::uint32_t generation = adding ? entry.generation + 1 : entry.generation;
+  epoll_event event{};
+  event.events = events;
+  event.data.u64 = pack(fd, generation);
+  if (::epoll_ctl(epoll_.fd(), op, fd, &event) < 0)
+    return courier::error(std::error_code(errno, std::system_category()),
+                          adding ? "reactor: epoll_ctl ADD" : "reactor: epoll_ctl MOD");
+  entry.handler = handler;
+  entry.generation = generation;
+  if (adding) ++watched_;
+  return {};
+}
+
+courier::result<void> reactor::add(int fd, std::uint32_t events, io_handler* handler) {
+  return control(EPOLL_CTL_ADD, fd, events, handler);
+}
+
+courier::result<void> reactor::modify(int fd, std::uint32_t events, io_handler* handler) {
+  return control(EPOLL_CTL_MOD, fd, events, handler);
+}
+
+void reactor::remove(int fd) noexcept {
+  std::lock_guard lock(table_mutex_);
+  if (fd < 0 || static_cast<std::size_t>(fd) >= slots_.size()) return;
+  slot& entry = slots_[static_cast<std::size_t>(fd)];
+  if (entry.handler == nullptr) return;
+  ::epoll_ctl(epoll_.fd(), EPOLL_CTL_DEL, fd, nullptr);
+  entry.handler = nullptr;
+  ++entry.generation;
+  --watched_;
+}
+
+std::size_t reactor::watched() const noexcept {
+  std::lock_guard lock(table_mutex_);
+  return watched_;
+}
+
+std::size_t reactor::run_once(int timeout_ms) noexcept {
+  const int ready = ::epoll_wait(epoll_.fd(), ready_, static_cast<int>(batch), timeout_ms);
+  if (ready <= 0) return 0;  // time-out, or EINTR: the caller's loop comes back
+  std::size_t dispatched = 0;
+  for (int i = 0; i < ready; ++i) {
+    const std::uint64_t tag = ready_[i].data.u64;
+    if (tag == wake_tag) {
+      std::uint64_t count;
+      [[maybe_unused]] const ssize_t n = ::read(wake_.fd(), &count, sizeof count);
+      continue;
+    }
+    const int fd = static_cast<int>(static_cast<std::uint32_t>(tag));
+    const auto generation = static_cast<std::uint32_t>(tag >> 32);
+    io_handler* handler = nullptr;
+    {
+      // Looked up per event, not per batch: an earlier handler of this round may have removed it.
+      std::lock_guard lock(table_mutex_);
+      const slot& entry = slots_[static_cast<std::size_t>(fd)];
+      if (entry.generation == generation) handler = entry.handler;
+    }
+    if (handler == nullptr) continue;
+    handler->on_io(ready_[i].events);
+    ++dispatched;
+  }
+  return dispatched;
+}
+
+void reactor::wake() noexcept {
+  const std::uint64_t one = 1;
+  [[maybe_unused]] const ssize_t n = ::write(wake_.fd(), &one, sizeof one);
+}
+
+reactor_thread::reactor_thread()
+    : thread_([this] {
+        while (!stopping_.load(std::memory_order_acquire)) reactor_.run_once(-1);
+      }) {}
+
+void reactor_thread::stop() noexcept {
+  // acquire/release: whatever the stopper wrote before stop() is visible to the loop's last round.
+  if (stopping_.exchange(true, std::memory_order_acq_rel)) return;
+  reactor_.wake();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace courier::net

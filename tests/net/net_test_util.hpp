@@ -1,0 +1,89 @@
+#pragma once
+// Small helpers shared by the network tests: waiting for readiness with a deadline, reading an exact
+// number of bytes from a non-blocking socket, and counting this process's open descriptors.
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "courier/net/socket.hpp"
+
+namespace courier_test {
+
+/// Waits until `fd` shows `events` or `limit` passes; whether it did.
+inline bool wait_for(int fd, short events, std::chrono::milliseconds limit = std::chrono::seconds(5)) {
+  pollfd watch{fd, events, 0};
+  return ::poll(&watch, 1, static_cast<int>(limit.count())) == 1;
+}
+
+/// Writes all of `text`, waiting for room; false on failure or time-out.
+inline bool write_all(const courier::net::socket& s, std::string_view text) {
+  std::size_t sent = 0;
+  while (sent < text.size()) {
+    const iovec piece{const_cast<char*>(text.data()) + sent, text.size() - sent};
+    const auto put = courier::net::write_some(s, {&piece, 1});
+    if (put.status == courier::net::io_result::failed) return false;
+    if (put.status == courier::net::io_result::would_block) {
+      if (!wait_for(s.fd(), POLLOUT)) return false;
+      continue;
+    }
+    sent += put.bytes;
+  }
+  return true;
+}
+
+/// Reads exactly `count` bytes (waiting for them); shorter when the stream ends, fails or times out.
+inline std::string read_exactly(const courier::net::socket& s, std::size_t count,
+                                std::chrono::milliseconds limit = std::chrono::seconds(5)) {
+  std::string text;
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (text.size() < count && std::chrono::steady_clock::now() < until) {
+    char buffer[4096];
+    const std::size_t want = count - text.size() < sizeof buffer ? count - text.size() : sizeof buffer;
+    const auto got = courier::net::read_some(s, std::as_writable_bytes(std::span<char>(buffer, want)));
+    if (got.status == courier::net::io_result::ok) text.append(buffer, got.bytes);
+    else if (got.status == courier::net::io_result::would_block) wait_for(s.fd(), POLLIN, std::chrono::milliseconds(100));
+    else break;
+  }
+  return text;
+}
+
+/// How many descriptors this process has open (the entries of /proc/self/fd, minus the directory's own).
+inline int open_descriptors() {
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (!dir) return -1;
+  int count = 0;
+  while (const dirent* entry = ::readdir(dir))
+    if (entry->d_name[0] != '.') ++count;
+  ::closedir(dir);
+  return count - 1;
+}
+
+/// How many threads this process has (/proc/self/task).
+inline int thread_count() {
+  DIR* dir = ::opendir("/proc/self/task");
+  if (!dir) return -1;
+  int count = 0;
+  while (const dirent* entry = ::readdir(dir))
+    if (entry->d_name[0] != '.') ++count;
+  ::closedir(dir);
+  return count;
+}
+
+inline bool nonblocking_and_cloexec(int fd) {
+  return (::fcntl(fd, F_GETFL) & O_NONBLOCK) != 0 && (::fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0;
+}
+
+/// A fresh path for a socket file under the temporary directory, unique to this process and call.
+inline std::string temp_socket_path(std::string_view label) {
+  static int serial = 0;
+  return "/tmp/courier-net-test-" + std::to_string(::getpid()) + "-" + std::string(label) + "-" +
+         std::to_string(++serial) + ".sock";
+}
+
+}  // namespace courier_test

@@ -1,0 +1,152 @@
+#include "courier/net/options.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+using courier::errc;
+using courier::net::endpoint;
+using courier::net::parse_options;
+
+namespace {
+
+/// Parses a command line given as words (the program's path is added in front).
+courier::result<courier::net::options> parse(std::initializer_list<const char*> words,
+                                             const courier::net::extra_options& extra = {}) {
+  std::vector<const char*> argv{"/usr/bin/prog"};
+  argv.insert(argv.end(), words.begin(), words.end());
+  return parse_options(static_cast<int>(argv.size()), argv.data(), "prog", extra);
+}
+
+/// The parse fails with invalid_argument and its text contains `needle`.
+void check_refused(std::initializer_list<const char*> words, const std::string& needle) {
+  auto r = parse(words);
+  INFO("refused: " << needle);
+  REQUIRE_FALSE(r);
+  CHECK(r.err() == errc::invalid_argument);
+  INFO("text: " << r.err().text);
+  CHECK(r.err().text.find(needle) != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("options: nothing given is a pipe with the defaults") {
+  auto r = parse({});
+  REQUIRE(r);
+  CHECK(r->where.kind == endpoint::kind_t::pipe);
+  CHECK(r->where.command.empty());
+  CHECK(r->timeout == std::chrono::seconds(10));
+  CHECK(r->name.empty());
+  CHECK(r->buffersize == 0);
+  CHECK_FALSE(r->silent);
+  CHECK(r->debug == 0);
+  CHECK_FALSE(r->help);
+}
+
+TEST_CASE("options: pipe with a server command after @") {
+  for (auto r : {parse({"@", "./server", "--uds", "@", "x"}), parse({"--pipe", "@", "./server", "--uds", "@", "x"})}) {
+    REQUIRE(r);
+    CHECK(r->where.kind == endpoint::kind_t::pipe);
+    // Everything after the first lone @ belongs to the server, options and all.
+    CHECK(r->where.command == std::vector<std::string>{"./server", "--uds", "@", "x"});
+    CHECK(courier::net::to_string(r->where) == "pipe @ ./server --uds @ x");
+  }
+}
+
+TEST_CASE("options: uds with a file") {
+  auto r = parse({"--uds", "--file", "/tmp/a.sock"});
+  REQUIRE(r);
+  CHECK(r->where.kind == endpoint::kind_t::uds);
+  CHECK(r->where.file == "/tmp/a.sock");
+  CHECK(r->where.file_mode == 0600);
+  CHECK(courier::net::to_string(r->where) == "uds /tmp/a.sock");
+  auto equals = parse({"--file=/tmp/b.sock", "--uds"});
+  REQUIRE(equals);
+  CHECK(equals->where.file == "/tmp/b.sock");
+}
+
+TEST_CASE("options: tcp with a port, and a host for IPv4, IPv6 or a name") {
+  auto r = parse({"--tcp", "--port", "4567"});
+  REQUIRE(r);
+  CHECK(r->where.kind == endpoint::kind_t::tcp);
+  CHECK(r->where.host == "127.0.0.1");
+  CHECK(r->where.port == 4567);
+  CHECK(courier::net::to_string(r->where) == "tcp 127.0.0.1:4567");
+
+  auto v6 = parse({"--tcp", "--host", "::1", "--port", "0"});
+  REQUIRE(v6);
+  CHECK(v6->where.host == "::1");
+  CHECK(v6->where.port == 0);
+  CHECK(courier::net::to_string(v6->where) == "tcp [::1]:0");
+
+  auto named = parse({"--host", "localhost", "--tcp", "--port", "80"});
+  REQUIRE(named);
+  CHECK(named->where.host == "localhost");
+}
+
+TEST_CASE("options: the common options") {
+  auto r = parse({"--timeout", "2.5", "--name", "calc", "--buffersize", "65536", "--silent", "--debug", "3"});
+  REQUIRE(r);
+  CHECK(r->timeout == std::chrono::milliseconds(2500));
+  CHECK(r->name == "calc");
+  CHECK(r->buffersize == 65536);
+  CHECK(r->silent);
+  CHECK(r->debug == 3);
+}
+
+TEST_CASE("options: --help asks for the help text") {
+  auto r = parse({"--help"});
+  REQUIRE(r);
+  CHECK(r->help);
+  const std::string help = courier::net::options_help("prog");
+  for (const char* option : {"--pipe", "--uds", "--file", "--tcp", "--host", "--port", "--timeout", "--name",
+                             "--buffersize", "--silent", "--debug", "@"})
+    CHECK(help.find(option) != std::string::npos);
+}
+
+TEST_CASE("options: a program adds its own options") {
+  int count = 1;
+  std::string mode;
+  const courier::net::extra_options extra = [&](CLI::App& app) {
+    app.add_option("--count", count, "How many");
+    app.add_option("--mode", mode, "Which mode");
+  };
+  auto r = parse({"--tcp", "--port", "1", "--count", "5", "--mode", "fast"}, extra);
+  REQUIRE(r);
+  CHECK(count == 5);
+  CHECK(mode == "fast");
+  CHECK(courier::net::options_help("prog", extra).find("--count") != std::string::npos);
+  CHECK_FALSE(parse({"--count", "5"}));  // unknown without the program's addition
+}
+
+TEST_CASE("options: unknown, conflicting and incomplete options are errors with a clear text") {
+  check_refused({"--bogus"}, "--bogus");
+  check_refused({"stray"}, "stray");
+  check_refused({"--uds", "--tcp", "--port", "1", "--file", "x"}, "excludes");
+  check_refused({"--pipe", "--uds", "--file", "x"}, "excludes");
+  check_refused({"--pipe", "--tcp", "--port", "1"}, "excludes");
+  check_refused({"--file", "/tmp/x"}, "--file requires --uds");
+  check_refused({"--port", "1"}, "--port requires --tcp");
+  check_refused({"--host", "h"}, "--host requires --tcp");
+  check_refused({"--uds"}, "--uds needs --file");
+  check_refused({"--tcp"}, "--tcp needs --port");
+  check_refused({"--tcp", "--port", "65536"}, "--port");
+  check_refused({"--tcp", "--port", "http"}, "--port");
+  check_refused({"--tcp", "--port", "-1"}, "--port");
+  check_refused({"--tcp", "--host", "", "--port", "1"}, "--host");
+  check_refused({"--timeout", "0"}, "--timeout");
+  check_refused({"--timeout", "-1"}, "--timeout");
+  check_refused({"--timeout", "soon"}, "--timeout");
+  check_refused({"--timeout", "0.0001"}, "--timeout");
+  check_refused({"--debug", "-2"}, "--debug");
+  check_refused({"--buffersize", "lots"}, "--buffersize");
+  check_refused({"--buffersize", "-5"}, "--buffersize");
+  check_refused({"--name"}, "--name");
+  check_refused({"--uds", "--file", "x", "@", "./server"}, "does not go with --uds");
+  check_refused({"--tcp", "--port", "1", "@", "./server"}, "does not go with --tcp");
+  check_refused({"@"}, "'@' must be followed");
+}
