@@ -18,7 +18,7 @@ struct add {  // ADD_: a + b
   auto fields() const { return std::tie(a, b); }
 };
 
-struct divide {  // DIV_: a / b; b == 0 is an ERROR (handler_failed, "divide by zero")
+struct divide {  // DIV_: a / b; b == 0 is an ERROR (invalid_argument, "divide by zero")
   static constexpr courier::token token{"DIV_"};
   std::int32_t a = 0, b = 1;
   auto fields() { return std::tie(a, b); }

@@ -57,9 +57,9 @@ int main(int argc, char** argv) {
   auto sum = calc.ask(calc::add{2, 3}, timeout);
   expect(sum && *sum == 5, "add 2 + 3 = " + (sum ? std::to_string(*sum) : sum.err().describe()));
 
-  // An ERROR reply: the handler threw; the caller sees handler_failed with the server's text.
+  // An ERROR reply: the caller sees the error the server's handler failed with, and its text.
   auto quotient = calc.ask(calc::divide{1, 0}, timeout);
-  expect(!quotient && quotient.err() == courier::errc::handler_failed &&
+  expect(!quotient && quotient.err() == courier::errc::invalid_argument &&
              quotient.err().text.find("divide by zero") != std::string::npos,
          "divide 1 / 0 fails: " + (quotient ? std::to_string(*quotient) : quotient.err().describe()));
 

@@ -8,7 +8,6 @@
 
 #include <csignal>
 #include <cstdio>
-#include <stdexcept>
 
 #include "calc_api.hpp"
 
@@ -34,9 +33,15 @@ class calculator : public courier::actor<calculator, calc::add, calc::divide, ca
  public:
   void on_start() { squarer_ = spawn<squarer>(); }
   std::int32_t on(const calc::add& m) { return m.a + m.b; }
-  std::int32_t on(const calc::divide& m) {
-    if (m.b == 0) throw std::domain_error("divide by zero");
-    return m.a / m.b;
+  // Division by zero fails the request (an ERROR frame) and the calculator goes on; a handler that
+  // threw would stop the actor instead.
+  courier::response_promise<std::int32_t> on(const calc::divide& m) {
+    auto answer = make_response_promise<std::int32_t>();
+    if (m.b == 0)
+      answer.fail(courier::error(courier::errc::invalid_argument, "divide by zero"));
+    else
+      answer.deliver(m.a / m.b);
+    return answer;
   }
   courier::response_promise<std::int32_t> on(const calc::slow& m) {
     auto answer = make_response_promise<std::int32_t>();

@@ -31,7 +31,7 @@ struct add {
   auto fields() { return std::tie(a, b); }
   auto fields() const { return std::tie(a, b); }
 };
-struct fail_with {  // the handler throws this text
+struct fail_with {  // the handler fails the request with this text
   static constexpr courier::token token{"FAIL"};
   std::string why;
   auto fields() { return std::tie(why); }
@@ -78,7 +78,12 @@ struct later_done {
 class service : public courier::actor<service, add, fail_with, later, bump, total, blob, extra, later_done> {
  public:
   std::int32_t on(const add& m) { return m.a + m.b; }
-  courier::unit on(const fail_with& m) { throw std::runtime_error(m.why); }
+  // Fails the request without stopping the actor (a throwing handler would stop it).
+  courier::response_promise<courier::unit> on(const fail_with& m) {
+    auto answer = make_response_promise<courier::unit>();
+    answer.fail(courier::error(errc::handler_failed, m.why));
+    return answer;
+  }
   courier::response_promise<std::int32_t> on(const later& m) {
     auto answer = make_response_promise<std::int32_t>();
     self().delayed_send(later_done{m.value, answer}, std::chrono::milliseconds(m.delay_ms));
@@ -89,7 +94,7 @@ class service : public courier::actor<service, add, fail_with, later, bump, tota
     a.deliver(m.value);
   }
   void on(const bump& m) { total_ += m.by; }
-  std::int64_t on(const total&) { return total_; }
+  std::int64_t on(const total&) { return std::exchange(total_, 0); }  // each scenario starts from 0
   std::string on(const blob& m) { return m.bytes; }
   courier::unit on(const extra&) { return {}; }
 

@@ -152,6 +152,10 @@ class client_connection
       promise.fail(courier::error(errc::mailbox_full, "the connection's outbound buffer is above its high-water mark"));
       return {};
     }
+    if (conn_.open() && !conn_.open_for_calls()) {
+      promise.fail(courier::error(errc::connection_lost, "the connection is closing"));
+      return {};
+    }
     if (!promise.pending()) {  // one-way: nobody waits, nobody is told
       if (auto ok = wire::encode(conn_.frames(), msg, wire::route{wire::kind::send, 0, 0}, limits()); !ok) ++encode_failures_;
       return {};
@@ -263,7 +267,7 @@ class client_connection
     return p;
   }
 
-  const wire::limits& limits() const noexcept { return conn_.config().limits; }
+  const wire::limits& limits() const noexcept { return conn_.send_limits(); }
 
   void drain() {
     const bool was_open = conn_.open();
@@ -404,7 +408,7 @@ class server_connection : public courier::actor<server_connection<I>, io_ready, 
       if (is_call) {
         detail::write_error_frame(conn_, f.transaction_id(), f.context_id(), f.token(),
                                   courier::error(errc::no_such_service, "no service " + std::string(f.token().view())));
-        conn_.session().reply_sent();
+        conn_.reply_sent();
       }
       return;
     }
@@ -428,7 +432,7 @@ class server_connection : public courier::actor<server_connection<I>, io_ready, 
       if (is_call) {
         detail::write_error_frame(conn_, f.transaction_id(), f.context_id(), f.token(),
                                   courier::error(wire::make_error_code(ok.err().code), ok.err().message()));
-        conn_.session().reply_sent();
+        conn_.reply_sent();
       }
       return;
     }
@@ -447,17 +451,17 @@ class server_connection : public courier::actor<server_connection<I>, io_ready, 
         .then(
             [this, tid = f.transaction_id(), ctx = f.context_id(), tok = f.token()](const R& value) {
               if (!conn_.finished()) {
-                if (auto ok = encode_reply(conn_.frames(), tok, tid, ctx, value, conn_.session().agreed_limits()); !ok)
+                if (auto ok = encode_reply(conn_.frames(), tok, tid, ctx, value, conn_.send_limits()); !ok)
                   detail::write_error_frame(conn_, tid, ctx, tok,
                                             courier::error(errc::handler_failed, "cannot encode the reply: " + ok.err().message()));
-                conn_.session().reply_sent();
+                conn_.reply_sent();
               }
               settled();
             },
             [this, tid = f.transaction_id(), ctx = f.context_id(), tok = f.token()](const courier::error& e) {
               if (!conn_.finished()) {
                 detail::write_error_frame(conn_, tid, ctx, tok, e);
-                conn_.session().reply_sent();
+                conn_.reply_sent();
               }
               settled();
             });
