@@ -135,21 +135,16 @@ class session {
   /// error frame for transaction `txn` arrived spoiled (e says how).
   template <class Handler>
   session_state feed(std::span<const std::byte> bytes, out_buffer& out, Handler&& handler) {
-    if (!accepting_input()) return state_;
-    decoder_.feed(bytes);
-    received_ = true;
-    for (;;) {
-      step_result s = step(out);
-      if (s.what == step_result::deliver) {
-        handler.on_frame(s.frame);
-      } else if (s.what == step_result::bad_reply) {
-        if constexpr (requires { handler.on_bad_reply(std::uint64_t{}, s.fault); })
-          handler.on_bad_reply(s.header.transaction_id, s.fault);
-      } else if (s.what == step_result::done) {
-        break;
-      }
-    }
-    return state_;
+    received_ = true;  // the next tick() takes its time as the time they arrived
+    return feed_at(bytes, out, handler);
+  }
+
+  /// The same, with the time the bytes arrived (for the keepalive; the overload without it counts them
+  /// as arrived at the next tick(), which is accurate to the owner's tick interval).
+  template <class Handler>
+  session_state feed(std::span<const std::byte> bytes, out_buffer& out, Handler&& handler, clock::time_point now) {
+    last_rx_ = now;
+    return feed_at(bytes, out, handler);
   }
 
   /// The time has come (call it at next_deadline() at the latest, any time earlier is harmless):
@@ -194,6 +189,24 @@ class session {
   [[nodiscard]] std::size_t calls_unanswered() const noexcept { return calls_unanswered_; }
 
  private:
+  template <class Handler>
+  session_state feed_at(std::span<const std::byte> bytes, out_buffer& out, Handler& handler) {
+    if (!accepting_input()) return state_;
+    decoder_.feed(bytes);
+    for (;;) {
+      step_result s = step(out);
+      if (s.what == step_result::deliver) {
+        handler.on_frame(s.frame);
+      } else if (s.what == step_result::bad_reply) {
+        if constexpr (requires { handler.on_bad_reply(std::uint64_t{}, s.fault); })
+          handler.on_bad_reply(s.header.transaction_id, s.fault);
+      } else if (s.what == step_result::done) {
+        break;
+      }
+    }
+    return state_;
+  }
+
   struct step_result {
     enum what_t : std::uint8_t { done, deliver, bad_reply, again } what = done;
     frame_view frame{};
