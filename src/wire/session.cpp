@@ -145,6 +145,7 @@ session::step_result session::on_valid(const frame_view& f, out_buffer& out) {
   }
   step_result r{step_result::deliver};
   r.frame = f;
+  r.answer = f.kind() == kind::reply || f.kind() == kind::error;
   return r;
 }
 
@@ -206,28 +207,27 @@ void session::on_handshake(const frame_view& f, out_buffer& out) {
 void session::on_peer_close(out_buffer& out) {
   if (peer_closed_) return;  // a second close adds nothing
   peer_closed_ = true;
-  if (!we_closed_ && calls_unanswered_ == 0) {
-    answered_close_ = true;
-    send_close(out, {});
-  }
+  if (!we_closed_ && calls_unanswered_ == 0) send_close(out, {});
   maybe_finish_close();
 }
 
-void session::maybe_finish_close() {
-  // The peer that sent its close first (or at the same time) closes the transport, once it has the other's
-  // close and has answered every call; the one whose close was an answer waits for end of stream, so the
-  // replies to its own calls still reach it.
-  if (we_closed_ && peer_closed_ && !answered_close_ && calls_unanswered_ == 0 && state_ == session_state::closing)
+void session::answer_received() noexcept {
+  if (calls_outstanding_ != 0) --calls_outstanding_;
+  maybe_finish_close();
+}
+
+void session::maybe_finish_close() noexcept {
+  // Each peer closes the transport once both closes are exchanged and every call is answered both ways:
+  // nothing can be in flight any more, whoever closes first.
+  if (we_closed_ && peer_closed_ && calls_unanswered_ == 0 && calls_outstanding_ == 0 &&
+      state_ == session_state::closing)
     state_ = session_state::closed;
 }
 
 void session::reply_sent(out_buffer& out) {
   if (calls_unanswered_ != 0) --calls_unanswered_;
   if (calls_unanswered_ != 0) return;
-  if (peer_closed_ && !we_closed_ && state_ == session_state::open) {
-    answered_close_ = true;
-    send_close(out, {});
-  }
+  if (peer_closed_ && !we_closed_ && state_ == session_state::open) send_close(out, {});
   maybe_finish_close();
 }
 

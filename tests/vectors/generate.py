@@ -274,20 +274,26 @@ TRANSCRIPTS = {
         (">", ("ping", NULL, 9, 0, [])), ("<", ("pong", NULL, 9, 0, [])),
         (">", ("close", NULL, 0, 0, [])), ("=", "closing"),
         ("!", "reply_sent"), ("=", "closed")]),
-    "close_by_peer": ("the peer closes: we answer its calls, then close; our calls' replies still arrive; the peer "
-                      "closes the transport", "initiator", OPEN_INI + [
+    "close_by_peer": ("the peer closes: we answer its calls, then close; the answer to our own call still "
+                      "arrives, then the close is complete", "initiator", OPEN_INI + [
+        ("!", "call_sent"), ("?", "calls_outstanding", 1),
         (">", call(1)), ("^", "call txn=1"),
         (">", ("close", NULL, 0, 0, [("string", "done")])), ("=", "open"), ("?", "peer_closing", 1),
         ("!", "reply_sent"), ("<", ("close", NULL, 0, 0, [])), ("=", "closing"),
-        (">", ("reply", b"GET_", 5, 0, [])), ("^", "reply txn=5"),
-        ("!", "eof"), ("=", "closed")]),
+        (">", ("reply", b"GET_", 5, 0, [])), ("^", "reply txn=5"), ("=", "closed")]),
     "close_by_peer_idle": ("the peer closes with nothing outstanding: our close answers at once", "acceptor",
                            OPEN_ACC + [
-        (">", ("close", NULL, 0, 0, [])), ("<", ("close", NULL, 0, 0, [])), ("=", "closing"),
-        ("!", "eof"), ("=", "closed")]),
-    "close_simultaneous": ("both close at once: each closes the transport", "initiator", OPEN_INI + [
-        ("!", "close"), ("<", ("close", NULL, 0, 0, [])), ("=", "closing"),
-        (">", ("close", NULL, 0, 0, [])), ("=", "closed")]),
+        (">", ("close", NULL, 0, 0, [])), ("<", ("close", NULL, 0, 0, [])), ("=", "closed")]),
+    "close_simultaneous": ("both close at once; our call crossed the peer's close and gets 260; then closed",
+                           "initiator", OPEN_INI + [
+        ("!", "call_sent"), ("!", "close"), ("<", ("close", NULL, 0, 0, [])), ("=", "closing"),
+        (">", ("close", NULL, 0, 0, [])), ("=", "closing"),
+        (">", err(260, txn=1, token=b"ADD_", text="ADD_: the connection is closing")), ("^", "error txn=1"),
+        ("=", "closed")]),
+    "close_eof_after_closes": ("both closes exchanged, then end of stream with a call of ours unanswered: closed "
+                               "(the owner fails that call with 272)", "acceptor", OPEN_ACC + [
+        ("!", "call_sent"), ("!", "close"), ("<", ("close", NULL, 0, 0, [])), (">", ("close", NULL, 0, 0, [])),
+        ("=", "closing"), ("!", "eof"), ("=", "closed")]),
     "close_timeout": ("we closed and the peer never answers: failed after 10 s", "initiator", OPEN_INI + [
         ("!", "tick 1000"), ("!", "close"), ("<", ("close", NULL, 0, 0, [])), ("!", "tick 10999"),
         ("=", "closing"), ("!", "tick 11000"), ("=", "failed"), ("?", "failure", 272)]),

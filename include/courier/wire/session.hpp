@@ -14,15 +14,18 @@
 ///                owner wants to send must wait until open.
 ///   open         both handshakes accepted: agreed() is valid.
 ///   closing      we sent `close` (close(), or the answer to the peer's close): we send no new request
-///                (send, call, ping) and wait for the peer's close, or for end of stream.
-///   closed       the orderly close is complete: close the transport now (nothing more to write but
-///                what is in `out`).
+///                (send, call, ping); we wait for the peer's close, for the answers to our calls and for
+///                the owner to answer the calls it received.
+///   closed       the orderly close is complete: both closes exchanged, every call answered both ways.
+///                Close the transport now (after writing what is in `out`).
 ///   failed       a fatal error: the ERROR frame (if any) is in `out`; write it and close the transport.
 ///                failure() says why.
 ///
 /// Changes from the API sketched in PLAN.md (helper B):
 ///   - reply_sent(out) takes the out_buffer: when the peer is closing and the last received call has
 ///     been answered, the session appends our `close` there.
+///   - call_sent(): the owner tells the session about each call it sends, so the close waits for the
+///     answers (calls_outstanding()); the session counts the reply/error frames it delivers.
 ///   - tick(now, out) and next_deadline() carry the time-outs (handshake, keepalive ping, dead peer,
 ///     close); the owner calls tick() at next_deadline() at the latest.
 ///   - failure() returns a session_failure (code as on the wire, text, and whether the peer sent it),
@@ -187,6 +190,12 @@ class session {
   void reply_sent(out_buffer& out);
   /// Calls the handler received that the owner has not answered yet.
   [[nodiscard]] std::size_t calls_unanswered() const noexcept { return calls_unanswered_; }
+  /// The owner appended a call (with a non-zero transaction id) to its out_buffer. A close completes only
+  /// when every call sent has been answered (a reply or error frame with a transaction id, delivered or
+  /// spoiled), even calls the owner gave up on (time-out), or when the close time-out expires.
+  void call_sent() noexcept { ++calls_outstanding_; }
+  /// Calls sent and not answered yet (as far as the session can tell: it counts answers, not ids).
+  [[nodiscard]] std::size_t calls_outstanding() const noexcept { return calls_outstanding_; }
 
  private:
   template <class Handler>
@@ -197,9 +206,11 @@ class session {
       step_result s = step(out);
       if (s.what == step_result::deliver) {
         handler.on_frame(s.frame);
+        if (s.answer) answer_received();
       } else if (s.what == step_result::bad_reply) {
         if constexpr (requires { handler.on_bad_reply(std::uint64_t{}, s.fault); })
           handler.on_bad_reply(s.header.transaction_id, s.fault);
+        answer_received();
       } else if (s.what == step_result::done) {
         break;
       }
@@ -212,6 +223,7 @@ class session {
     frame_view frame{};
     frame_header header{};
     error fault{};
+    bool answer = false;  // a reply or error frame with a transaction id
   };
 
   [[nodiscard]] bool accepting_input() const noexcept {
@@ -223,7 +235,8 @@ class session {
   step_result on_spoiled(const error& e, out_buffer& out);
   void on_handshake(const frame_view& f, out_buffer& out);
   void on_peer_close(out_buffer& out);
-  void maybe_finish_close();
+  void maybe_finish_close() noexcept;
+  void answer_received() noexcept;
   void send_close(out_buffer& out, std::string_view reason);
   void write_error(out_buffer& out, const frame_header& about, std::uint64_t txn, std::uint32_t code,
                    std::string_view text);
@@ -239,10 +252,10 @@ class session {
   session_failure failure_{};
   session_counters counters_{};
   std::size_t calls_unanswered_ = 0;
+  std::size_t calls_outstanding_ = 0;
   bool started_ = false;
   bool peer_closed_ = false;      // the peer's close arrived
   bool we_closed_ = false;        // we sent close
-  bool answered_close_ = false;   // our close answered the peer's (so the peer closes the transport)
   bool received_ = false;         // bytes arrived since the last tick
   std::uint64_t next_ping_id_ = 1;
   clock::time_point started_at_{};
