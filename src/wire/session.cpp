@@ -167,7 +167,7 @@ session::step_result session::on_spoiled(const error& e, out_buffer& out) {
   }
   // Anything else gets an ERROR with transaction id 0 (section 9 allows it; C++ always sends one).
   frame_header about = h;
-  about.token = {};
+  if (h.kind != kind::send && h.kind != kind::call) about.token = {};
   about.context_id = 0;
   write_error(out, about, 0, code, describe(h) + ": " + e.message());
   if ((h.kind == kind::reply || h.kind == kind::error) && h.transaction_id != 0) {

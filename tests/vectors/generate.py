@@ -308,7 +308,7 @@ TRANSCRIPTS = {
         (">", call(4)), ("^", "call txn=4")]),
     "spoiled_send": ("a send with a bad body: ERROR with transaction id 0, the connection goes on", "acceptor",
                      OPEN_ACC + [
-        (">", ("send", b"ECHO", 0, 0, [("string", b"\xc0\xaf")])), ("<", err(13)), ("=", "open")]),
+        (">", ("send", b"ECHO", 0, 0, [("string", b"\xc0\xaf")])), ("<", err(13, token=b"ECHO")), ("=", "open")]),
     "spoiled_reply": ("a reply with a bad body: ERROR with transaction id 0, the owner fails the call", "initiator",
                       OPEN_INI + [
         ("raw>", raw_header(1, kind=4, txn=9) + bytes([0x0f])), ("<", err(17)), ("^", "bad_reply txn=9 17"),
