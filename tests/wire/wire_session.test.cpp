@@ -245,3 +245,22 @@ TEST_CASE("session: close before the handshake completes closes at once, writing
   CHECK(s.state() == w::session_state::closed);
   CHECK(out.size() == n);
 }
+
+TEST_CASE("handshake: encode_handshake writes the seven items of the handshake_limits vector") {
+  w::out_buffer out;
+  w::handshake_info info;
+  info.peer_name = "server-7";
+  REQUIRE(w::encode_handshake(out, info));
+  const auto expected = w::test::parse_hex(slurp(fs::path(COURIER_VECTORS_DIR) / "handshake_limits.hex"));
+  CHECK(std::equal(out.view().begin(), out.view().end(), expected.begin(), expected.end()));
+
+  // And the five-item handshake of the first version of the spec still decodes, with the default limits.
+  const auto five = w::test::parse_hex(slurp(fs::path(COURIER_VECTORS_DIR) / "handshake.hex"));
+  auto f = w::decode_frame(five);
+  REQUIRE(f);
+  auto hs = w::decode_handshake(*f);
+  REQUIRE(hs);
+  CHECK(hs->max_items == w::limits{}.max_items);
+  CHECK(hs->max_depth == w::limits{}.max_depth);
+  CHECK(hs->peer_name == "client-42");
+}
