@@ -55,7 +55,8 @@
 namespace courier::wire {
 
 /// Which end of the transport this is: the initiator connected, the acceptor accepted. The protocol
-/// treats both alike except for context ids (odd/even) and who closes the transport (section 11).
+/// treats both alike (both send their handshake at once, either may close) except for context ids
+/// (odd/even, section 6).
 enum class role : std::uint8_t { initiator, acceptor };
 
 enum class session_state : std::uint8_t { handshaking, open, closing, closed, failed };
@@ -155,7 +156,8 @@ class session {
   /// close time-out. Returns state().
   session_state tick(clock::time_point now, out_buffer& out);
 
-  /// When tick() next has something to do; clock::time_point::max() if never.
+  /// When tick() next has something to do; clock::time_point::max() if never, clock::time_point::min()
+  /// (call tick() now) when a close started without a time (reply_sent()) needs its timer started.
   [[nodiscard]] clock::time_point next_deadline() const noexcept;
 
   /// End of stream from the transport: closed if the close was orderly, else failed (truncated if it
