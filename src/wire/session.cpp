@@ -12,10 +12,11 @@ namespace {
 constexpr std::uint32_t system_shutdown = 260;
 constexpr std::uint32_t connection_lost = 272;
 
-// The wire codes after which the sender of an ERROR frame closes the connection (docs/protocol.md
-// section 9, "Fatal").
+// An ERROR frame with transaction id 0 ends the connection unless its code is a non-fatal protocol code
+// (a report about one spoiled frame): docs/protocol.md section 9.
 bool fatal_code(std::uint32_t code) noexcept {
-  if (code == 0 || code > 255) return false;
+  if (code > 255) return true;
+  if (code == 0) return false;
   const auto e = static_cast<errc>(code);
   return is_fatal(e) || e == errc::bad_handshake || e == errc::unexpected_frame;
 }
@@ -79,6 +80,17 @@ session::step_result session::step(out_buffer& out) {
 session::step_result session::on_valid(const frame_view& f, out_buffer& out) {
   step_result again{step_result::again};
   if (state_ == session_state::handshaking) {
+    if (f.kind() == kind::error && f.transaction_id() == 0) {
+      // The peer refuses the connection (for example a server that is shutting down): nothing to answer.
+      ++counters_.peer_errors;
+      reader r = f.items();
+      auto code = r.read<std::uint32_t>();
+      auto text = r.read<std::string_view>();
+      state_ = session_state::failed;
+      failure_ = {code ? *code : static_cast<std::uint32_t>(errc::bad_handshake), text ? std::string(*text) : std::string(),
+                  true};
+      return {};
+    }
     if (f.kind() != kind::handshake) {
       fail(&out, static_cast<std::uint32_t>(errc::bad_handshake),
            std::string("the first frame is a ") + to_string(f.kind()) + ", not a handshake");

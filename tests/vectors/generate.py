@@ -217,6 +217,23 @@ TRANSCRIPTS = {
         (">", ("handshake", NULL, 0, 0, PEER_HS[4] + [("string", "future"), ("list",), ("end",)])), ("=", "open")]),
     "first_frame_not_handshake": ("a call before the handshake: fatal bad_handshake", "acceptor", [
         ("!", "start"), ("<", ENGINE_HS), (">", call(1)), ("<", err(22)), ("=", "failed"), ("?", "failure", 22)]),
+    "refused_by_peer": ("the peer's handshake, then an ERROR with transaction id 0: it refuses the connection; "
+                        "nothing is answered", "initiator", [
+        ("!", "start"), ("<", ENGINE_HS),
+        (">>", [PEER_HS, ("error", NULL, 0, 0, [("uint32", 260), ("string", "server stopping")])]),
+        ("=", "failed"), ("?", "failure", 260)]),
+    "refused_before_handshake": ("an ERROR with transaction id 0 as the first frame: the connection is refused",
+                                 "initiator", [
+        ("!", "start"), ("<", ENGINE_HS),
+        (">", ("error", NULL, 0, 0, [("uint32", 260), ("string", "server stopping")])),
+        ("=", "failed"), ("?", "failure", 260)]),
+    "second_handshake_spoiled": ("a second handshake, spoiled too: still fatal unexpected_frame", "acceptor",
+                                 OPEN_ACC + [
+        (">", ("handshake", NULL, 0, 0, [("string", b"\xff")])), ("<", err(23)), ("=", "failed")]),
+    "context_frames": ("context frames and frames of child contexts go to the owner", "acceptor", OPEN_ACC + [
+        (">>", [("context_open", b"CHLD", 0, 1, [("string", "worker")]), ("call", b"WORK", 2, 1, [("string", "job")]),
+                ("context_close", NULL, 0, 1, [])]),
+        ("^", "context_open txn=0"), ("^", "call txn=2"), ("^", "context_close txn=0")]),
     "garbage_first": ("bytes that are not the protocol: fatal bad_magic, reported from the first bytes",
                       "acceptor", [
         ("!", "start"), ("<", ENGINE_HS), ("raw>", b"GET / HTTP/1.1\r\n"), ("<", err(3)), ("=", "failed"),

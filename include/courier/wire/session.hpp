@@ -90,7 +90,8 @@ struct session_failure {
   /// ERROR frame; 0 while the session has not failed.
   std::uint32_t code = 0;
   std::string text;
-  /// True if the peer reported it in a fatal ERROR frame (transaction id 0), false if we detected it.
+  /// True if the peer ended the connection with an ERROR frame of transaction id 0 (a fatal protocol code,
+  /// or a runtime/application code such as 260 from a server that is stopping); false if we detected it.
   bool by_peer = false;
 };
 
