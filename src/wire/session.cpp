@@ -50,16 +50,19 @@ session::session(role r, const session_config& cfg, buffer_hooks hooks)
   cfg_.local.max_frame_size = cfg.lim.max_frame_size;
   cfg_.local.max_items = cfg.lim.max_items;
   cfg_.local.max_depth = cfg.lim.max_depth;
-  // peer_name views the caller's memory: keep a copy that lives as long as the session.
+  // peer_name views the caller's memory: keep a copy that lives as long as the session (start() points the
+  // view at it, so a session that was moved still sends its name).
   local_name_.assign(cfg.local.peer_name);
-  cfg_.local.peer_name = local_name_;
+  cfg_.local.peer_name = {};
 }
 
 void session::start(out_buffer& out, clock::time_point now) {
   if (started_) return;
   started_ = true;
   started_at_ = last_rx_ = last_ping_ = now;
-  if (encode_handshake(out, cfg_.local)) ++counters_.frames_out;
+  handshake_info mine = cfg_.local;
+  mine.peer_name = local_name_;
+  if (encode_handshake(out, mine)) ++counters_.frames_out;
 }
 
 session::step_result session::step(out_buffer& out) {
