@@ -12,10 +12,11 @@ namespace {
 constexpr std::uint32_t system_shutdown = 260;
 constexpr std::uint32_t connection_lost = 272;
 
-// The wire codes after which the sender of an ERROR frame closes the connection (docs/protocol.md
-// section 9, "Fatal").
+// An ERROR frame with transaction id 0 ends the connection unless its code is a non-fatal protocol code
+// (a report about one spoiled frame): docs/protocol.md section 9.
 bool fatal_code(std::uint32_t code) noexcept {
-  if (code == 0 || code > 255) return false;
+  if (code > 255) return true;
+  if (code == 0) return false;
   const auto e = static_cast<errc>(code);
   return is_fatal(e) || e == errc::bad_handshake || e == errc::unexpected_frame;
 }
@@ -49,16 +50,19 @@ session::session(role r, const session_config& cfg, buffer_hooks hooks)
   cfg_.local.max_frame_size = cfg.lim.max_frame_size;
   cfg_.local.max_items = cfg.lim.max_items;
   cfg_.local.max_depth = cfg.lim.max_depth;
-  // peer_name views the caller's memory: keep a copy that lives as long as the session.
+  // peer_name views the caller's memory: keep a copy that lives as long as the session (start() points the
+  // view at it, so a session that was moved still sends its name).
   local_name_.assign(cfg.local.peer_name);
-  cfg_.local.peer_name = local_name_;
+  cfg_.local.peer_name = {};
 }
 
 void session::start(out_buffer& out, clock::time_point now) {
   if (started_) return;
   started_ = true;
   started_at_ = last_rx_ = last_ping_ = now;
-  if (encode_handshake(out, cfg_.local)) ++counters_.frames_out;
+  handshake_info mine = cfg_.local;
+  mine.peer_name = local_name_;
+  if (encode_handshake(out, mine)) ++counters_.frames_out;
 }
 
 session::step_result session::step(out_buffer& out) {
@@ -79,6 +83,17 @@ session::step_result session::step(out_buffer& out) {
 session::step_result session::on_valid(const frame_view& f, out_buffer& out) {
   step_result again{step_result::again};
   if (state_ == session_state::handshaking) {
+    if (f.kind() == kind::error && f.transaction_id() == 0) {
+      // The peer refuses the connection (for example a server that is shutting down): nothing to answer.
+      ++counters_.peer_errors;
+      reader r = f.items();
+      auto code = r.read<std::uint32_t>();
+      auto text = r.read<std::string_view>();
+      state_ = session_state::failed;
+      failure_ = {code ? *code : static_cast<std::uint32_t>(errc::bad_handshake), text ? std::string(*text) : std::string(),
+                  true};
+      return {};
+    }
     if (f.kind() != kind::handshake) {
       fail(&out, static_cast<std::uint32_t>(errc::bad_handshake),
            std::string("the first frame is a ") + to_string(f.kind()) + ", not a handshake");
@@ -145,6 +160,7 @@ session::step_result session::on_valid(const frame_view& f, out_buffer& out) {
   }
   step_result r{step_result::deliver};
   r.frame = f;
+  r.answer = f.kind() == kind::reply || f.kind() == kind::error;
   return r;
 }
 
@@ -166,7 +182,7 @@ session::step_result session::on_spoiled(const error& e, out_buffer& out) {
   }
   // Anything else gets an ERROR with transaction id 0 (section 9 allows it; C++ always sends one).
   frame_header about = h;
-  about.token = {};
+  if (h.kind != kind::send && h.kind != kind::call) about.token = {};
   about.context_id = 0;
   write_error(out, about, 0, code, describe(h) + ": " + e.message());
   if ((h.kind == kind::reply || h.kind == kind::error) && h.transaction_id != 0) {
@@ -206,28 +222,27 @@ void session::on_handshake(const frame_view& f, out_buffer& out) {
 void session::on_peer_close(out_buffer& out) {
   if (peer_closed_) return;  // a second close adds nothing
   peer_closed_ = true;
-  if (!we_closed_ && calls_unanswered_ == 0) {
-    answered_close_ = true;
-    send_close(out, {});
-  }
+  if (!we_closed_ && calls_unanswered_ == 0) send_close(out, {});
   maybe_finish_close();
 }
 
-void session::maybe_finish_close() {
-  // The peer that sent its close first (or at the same time) closes the transport, once it has the other's
-  // close and has answered every call; the one whose close was an answer waits for end of stream, so the
-  // replies to its own calls still reach it.
-  if (we_closed_ && peer_closed_ && !answered_close_ && calls_unanswered_ == 0 && state_ == session_state::closing)
+void session::answer_received() noexcept {
+  if (calls_outstanding_ != 0) --calls_outstanding_;
+  maybe_finish_close();
+}
+
+void session::maybe_finish_close() noexcept {
+  // Each peer closes the transport once both closes are exchanged and every call is answered both ways:
+  // nothing can be in flight any more, whoever closes first.
+  if (we_closed_ && peer_closed_ && calls_unanswered_ == 0 && calls_outstanding_ == 0 &&
+      state_ == session_state::closing)
     state_ = session_state::closed;
 }
 
 void session::reply_sent(out_buffer& out) {
   if (calls_unanswered_ != 0) --calls_unanswered_;
   if (calls_unanswered_ != 0) return;
-  if (peer_closed_ && !we_closed_ && state_ == session_state::open) {
-    answered_close_ = true;
-    send_close(out, {});
-  }
+  if (peer_closed_ && !we_closed_ && state_ == session_state::open) send_close(out, {});
   maybe_finish_close();
 }
 

@@ -116,6 +116,19 @@ GOOD = {
     "error_reply": [("error", b"ADD_", 1, 0, [("uint32", 256), ("string", "no service ADD_")])],
     "handshake": [("handshake", NULL, 0, 0, [
         ("uint8", 1), ("uint8", 1), ("uint64", 0), ("uint32", 16777216), ("string", "client-42")])],
+    # The handshake with items 6 and 7 (max items, max depth), as Courier sends it.
+    "handshake_limits": [("handshake", NULL, 0, 0, [
+        ("uint8", 1), ("uint8", 1), ("uint64", 0), ("uint32", 16777216), ("string", "server-7"),
+        ("uint32", 1048576), ("uint32", 32)])],
+    # 32 nested empty lists: exactly the default depth limit, accepted (33 is nesting_too_deep).
+    "nesting_at_limit": [("call", b"DEEP", 3, 0, [("list",)] * 32 + [("end",)] * 32)],
+    # A ping with a body: the pong carries the same transaction id and the body unchanged.
+    "ping_with_body": [
+        ("ping", NULL, 5, 0, [("uint64", 1234567), ("string", "t")]),
+        ("pong", NULL, 5, 0, [("uint64", 1234567), ("string", "t")])],
+    # The ERROR frames of the connection state machine (section 11): a refused call, a spoiled send.
+    "error_shutdown": [("error", b"ADD_", 4, 0, [("uint32", 260), ("string", "ADD_: the connection is closing")])],
+    "error_connection": [("error", NULL, 0, 0, [("uint32", 13), ("string", "send ECHO: invalid UTF-8")])],
     "context_open_close": [
         ("context_open", b"CHLD", 0, 1, [("string", "worker")]),
         ("call", b"WORK", 2, 1, [("string", "job")]),
@@ -161,6 +174,221 @@ BAD = {
 }
 
 
+# ---- Conversation transcripts (tests/vectors/transcripts/, format in tests/vectors/README.md) ----
+# The engine under test announces this handshake (name "engine", the default limits).
+ENGINE_HS = ("handshake", NULL, 0, 0, [("uint8", 1), ("uint8", 1), ("uint64", 0), ("uint32", 16777216),
+                                        ("string", "engine"), ("uint32", 1048576), ("uint32", 32)])
+PEER_HS = ("handshake", NULL, 0, 0, [("uint8", 1), ("uint8", 1), ("uint64", 0), ("uint32", 16777216),
+                                      ("string", "peer"), ("uint32", 1048576), ("uint32", 32)])
+PEER_HS5 = ("handshake", NULL, 0, 0, [("uint8", 1), ("uint8", 1), ("uint64", 0), ("uint32", 65536),
+                                       ("string", "old-peer")])
+
+
+def err(code, txn=0, token=NULL, text="*"):
+    """An ERROR frame the engine writes; text "*" matches any text (texts are for people)."""
+    return ("error", token, txn, 0, [("uint32", code), ("string", text)])
+
+
+def call(txn, token=b"ADD_", items=(("int32", 1), ("int32", 2))):
+    return ("call", token, txn, 0, list(items))
+
+
+OPEN_ACC = [("!", "start"), ("<", ENGINE_HS), (">", PEER_HS), ("=", "open")]
+OPEN_INI = [("!", "start"), ("<", ENGINE_HS), (">", PEER_HS), ("=", "open")]
+
+# A raw header: call ADD_ txn 3, with the given body length and kind/flags bytes.
+def raw_header(body_len, kind=3, flags=0, txn=3, token=b"ADD_"):
+    return (b"COUR" + bytes([1, 32, kind, flags]) + struct.pack("<I", body_len) + token +
+            struct.pack("<QQ", txn, 0))
+
+
+TRANSCRIPTS = {
+    "handshake_acceptor": ("acceptor: writes its handshake at once, open when the peer's arrives", "acceptor",
+                           OPEN_ACC),
+    "handshake_initiator_late": ("initiator: the peer's handshake and a call arrive in one read", "initiator", [
+        ("!", "start"), ("<", ENGINE_HS), ("=", "handshaking"),
+        (">>", [PEER_HS, call(1)]), ("^", "call txn=1"), ("=", "open"), ("?", "calls_unanswered", 1)]),
+    "handshake_five_items": ("a handshake without items 6 and 7: the peer accepts the default limits",
+                             "acceptor", [
+        ("!", "start"), ("<", ENGINE_HS), (">", PEER_HS5), ("=", "open"),
+        ("?", "agreed_max_frame_size", 65536), ("?", "agreed_max_items", 1048576), ("?", "agreed_max_depth", 32)]),
+    "handshake_extra_items": ("items after the seventh are ignored", "acceptor", [
+        ("!", "start"), ("<", ENGINE_HS),
+        (">", ("handshake", NULL, 0, 0, PEER_HS[4] + [("string", "future"), ("list",), ("end",)])), ("=", "open")]),
+    "first_frame_not_handshake": ("a call before the handshake: fatal bad_handshake", "acceptor", [
+        ("!", "start"), ("<", ENGINE_HS), (">", call(1)), ("<", err(22)), ("=", "failed"), ("?", "failure", 22)]),
+    "refused_by_peer": ("the peer's handshake, then an ERROR with transaction id 0: it refuses the connection; "
+                        "nothing is answered", "initiator", [
+        ("!", "start"), ("<", ENGINE_HS),
+        (">>", [PEER_HS, ("error", NULL, 0, 0, [("uint32", 260), ("string", "server stopping")])]),
+        ("=", "failed"), ("?", "failure", 260)]),
+    "refused_before_handshake": ("an ERROR with transaction id 0 as the first frame: the connection is refused",
+                                 "initiator", [
+        ("!", "start"), ("<", ENGINE_HS),
+        (">", ("error", NULL, 0, 0, [("uint32", 260), ("string", "server stopping")])),
+        ("=", "failed"), ("?", "failure", 260)]),
+    "second_handshake_spoiled": ("a second handshake, spoiled too: still fatal unexpected_frame", "acceptor",
+                                 OPEN_ACC + [
+        (">", ("handshake", NULL, 0, 0, [("string", b"\xff")])), ("<", err(23)), ("=", "failed")]),
+    "context_frames": ("context frames and frames of child contexts go to the owner", "acceptor", OPEN_ACC + [
+        (">>", [("context_open", b"CHLD", 0, 1, [("string", "worker")]), ("call", b"WORK", 2, 1, [("string", "job")]),
+                ("context_close", NULL, 0, 1, [])]),
+        ("^", "context_open txn=0"), ("^", "call txn=2"), ("^", "context_close txn=0")]),
+    "garbage_first": ("bytes that are not the protocol: fatal bad_magic, reported from the first bytes",
+                      "acceptor", [
+        ("!", "start"), ("<", ENGINE_HS), ("raw>", b"GET / HTTP/1.1\r\n"), ("<", err(3)), ("=", "failed"),
+        ("?", "failure", 3)]),
+    "second_handshake": ("a second handshake: fatal unexpected_frame", "acceptor", OPEN_ACC + [
+        (">", PEER_HS), ("<", err(23)), ("=", "failed"), ("?", "failure", 23)]),
+    "handshake_spoiled_body": ("a handshake whose body is not well-formed (bad UTF-8 name): fatal bad_handshake",
+                               "acceptor", [
+        ("!", "start"), ("<", ENGINE_HS),
+        (">", ("handshake", NULL, 0, 0, PEER_HS[4][:4] + [("string", b"\xc0\xaf")] + PEER_HS[4][5:])),
+        ("<", err(22)), ("=", "failed")]),
+    "handshake_missing_items": ("a handshake with three items: fatal bad_handshake", "initiator", [
+        ("!", "start"), ("<", ENGINE_HS),
+        (">", ("handshake", NULL, 0, 0, [("uint8", 1), ("uint8", 1), ("uint64", 0)])),
+        ("<", err(22)), ("=", "failed")]),
+    "handshake_wrong_item_type": ("item 6 present but not uint32: fatal bad_handshake", "initiator", [
+        ("!", "start"), ("<", ENGINE_HS),
+        (">", ("handshake", NULL, 0, 0, PEER_HS[4][:5] + [("uint64", 1048576), ("uint32", 32)])),
+        ("<", err(22)), ("=", "failed")]),
+    "handshake_small_limits": ("a peer announcing less than the minimum depth: fatal bad_handshake", "acceptor", [
+        ("!", "start"), ("<", ENGINE_HS),
+        (">", ("handshake", NULL, 0, 0, PEER_HS[4][:6] + [("uint32", 8)])), ("<", err(22)), ("=", "failed")]),
+    "version_mismatch": ("no common version: fatal unsupported_version with both ranges", "acceptor", [
+        ("!", "start"), ("<", ENGINE_HS),
+        (">", ("handshake", NULL, 0, 0, [("uint8", 2), ("uint8", 3)] + PEER_HS[4][2:])),
+        ("<", err(4, text="no common protocol version: we speak 1..1, peer speaks 2..3")), ("=", "failed"),
+        ("?", "failure", 4)]),
+    "handshake_timeout": ("a peer that connects and never speaks: bad_handshake after 10 s", "acceptor", [
+        ("!", "start"), ("<", ENGINE_HS), ("!", "tick 9999"), ("=", "handshaking"), ("!", "tick 10000"),
+        ("<", err(22)), ("=", "failed")]),
+    "ping_pong": ("a ping is answered at once with a pong of the same id and body", "acceptor", OPEN_ACC + [
+        (">", ("ping", NULL, 5, 0, [("uint64", 1234567), ("string", "t")])),
+        ("<", ("pong", NULL, 5, 0, [("uint64", 1234567), ("string", "t")])), ("=", "open")]),
+    "keepalive": ("silence: a ping every 10 s, the peer dead after 30 s", "initiator", OPEN_INI + [
+        ("!", "tick 9999"), ("!", "tick 10000"), ("<", ("ping", NULL, 1, 0, [])),
+        ("!", "tick 20000"), ("<", ("ping", NULL, 2, 0, [])),
+        ("!", "tick 30000"), ("=", "failed"), ("?", "failure", 272)]),
+    "keepalive_answered": ("a pong is traffic: the silence counts from the last byte received", "initiator",
+                           OPEN_INI + [
+        ("!", "tick 10000"), ("<", ("ping", NULL, 1, 0, [])), (">", ("pong", NULL, 1, 0, [])),
+        ("!", "tick 19999"), ("!", "tick 30000"), ("<", ("ping", NULL, 2, 0, [])), ("=", "open"),
+        ("!", "tick 39999"), ("=", "open"), ("!", "tick 40000"), ("=", "failed"), ("?", "failure", 272)]),
+    "calls_and_replies": ("application frames reach the owner; the owner answers calls", "acceptor", OPEN_ACC + [
+        (">>", [call(1), ("send", b"LOG_", 0, 0, [("string", "x")]), call(2)]),
+        ("^", "call txn=1"), ("^", "send txn=0"), ("^", "call txn=2"), ("?", "calls_unanswered", 2),
+        ("!", "reply_sent"), ("!", "reply_sent"), ("?", "calls_unanswered", 0),
+        (">", ("reply", b"GET_", 7, 0, [("int64", 15)])), ("^", "reply txn=7"),
+        (">", ("error", b"GET_", 8, 0, [("uint32", 256), ("string", "no service GET_")])), ("^", "error txn=8")]),
+    "close_by_us": ("we close: a crossing call gets 260, pings are answered, the peer's close completes it",
+                    "acceptor", OPEN_ACC + [
+        (">", call(1)), ("^", "call txn=1"),
+        ("!", "close bye"), ("<", ("close", NULL, 0, 0, [("string", "bye")])), ("=", "closing"),
+        (">", call(2)), ("<", err(260, txn=2, token=b"ADD_")),
+        (">", ("send", b"LOG_", 0, 0, [])), ("?", "dropped_sends", 1),
+        (">", ("ping", NULL, 9, 0, [])), ("<", ("pong", NULL, 9, 0, [])),
+        (">", ("close", NULL, 0, 0, [])), ("=", "closing"),
+        ("!", "reply_sent"), ("=", "closed")]),
+    "close_by_peer": ("the peer closes: we answer its calls, then close; the answer to our own call still "
+                      "arrives, then the close is complete", "initiator", OPEN_INI + [
+        ("!", "call_sent"), ("?", "calls_outstanding", 1),
+        (">", call(1)), ("^", "call txn=1"),
+        (">", ("close", NULL, 0, 0, [("string", "done")])), ("=", "open"), ("?", "peer_closing", 1),
+        ("!", "reply_sent"), ("<", ("close", NULL, 0, 0, [])), ("=", "closing"),
+        (">", ("reply", b"GET_", 5, 0, [])), ("^", "reply txn=5"), ("=", "closed")]),
+    "close_by_peer_idle": ("the peer closes with nothing outstanding: our close answers at once", "acceptor",
+                           OPEN_ACC + [
+        (">", ("close", NULL, 0, 0, [])), ("<", ("close", NULL, 0, 0, [])), ("=", "closed")]),
+    "close_simultaneous": ("both close at once; our call crossed the peer's close and gets 260; then closed",
+                           "initiator", OPEN_INI + [
+        ("!", "call_sent"), ("!", "close"), ("<", ("close", NULL, 0, 0, [])), ("=", "closing"),
+        (">", ("close", NULL, 0, 0, [])), ("=", "closing"),
+        (">", err(260, txn=1, token=b"ADD_", text="ADD_: the connection is closing")), ("^", "error txn=1"),
+        ("=", "closed")]),
+    "close_eof_after_closes": ("both closes exchanged, then end of stream with a call of ours unanswered: closed "
+                               "(the owner fails that call with 272)", "acceptor", OPEN_ACC + [
+        ("!", "call_sent"), ("!", "close"), ("<", ("close", NULL, 0, 0, [])), (">", ("close", NULL, 0, 0, [])),
+        ("=", "closing"), ("!", "eof"), ("=", "closed")]),
+    "close_timeout": ("we closed and the peer never answers: failed after 10 s", "initiator", OPEN_INI + [
+        ("!", "tick 1000"), ("!", "close"), ("<", ("close", NULL, 0, 0, [])), ("!", "tick 10999"),
+        ("=", "closing"), ("!", "tick 11000"), ("=", "failed"), ("?", "failure", 272)]),
+    "eof_without_close": ("end of stream without close: abortive, 272", "acceptor", OPEN_ACC + [
+        ("!", "eof"), ("=", "failed"), ("?", "failure", 272)]),
+    "eof_mid_frame": ("end of stream inside a frame: truncated", "acceptor", OPEN_ACC + [
+        ("raw>", raw_header(10)[:20]), ("!", "eof"), ("=", "failed"), ("?", "failure", 2)]),
+    "spoiled_call": ("a call with a bad body: ERROR with its transaction id, the connection goes on", "acceptor",
+                     OPEN_ACC + [
+        ("raw>", raw_header(2) + bytes([0x01, 0x02])), ("<", err(12, txn=3, token=b"ADD_")), ("=", "open"),
+        ("?", "spoiled_frames", 1),
+        (">", call(4)), ("^", "call txn=4")]),
+    "spoiled_send": ("a send with a bad body: ERROR with transaction id 0, the connection goes on", "acceptor",
+                     OPEN_ACC + [
+        (">", ("send", b"ECHO", 0, 0, [("string", b"\xc0\xaf")])), ("<", err(13, token=b"ECHO")), ("=", "open")]),
+    "spoiled_reply": ("a reply with a bad body: ERROR with transaction id 0, the owner fails the call", "initiator",
+                      OPEN_INI + [
+        ("raw>", raw_header(1, kind=4, txn=9) + bytes([0x0f])), ("<", err(17)), ("^", "bad_reply txn=9 17"),
+        ("=", "open")]),
+    "unknown_kind": ("a frame of unknown kind: ERROR with transaction id 0, skipped", "acceptor", OPEN_ACC + [
+        ("raw>", raw_header(0, kind=11, txn=0)), ("<", err(7)), ("=", "open")]),
+    "call_txn_zero": ("a call with transaction id 0: ERROR bad_transaction_id with transaction id 0", "acceptor",
+                      OPEN_ACC + [
+        (">", call(0)), ("<", err(24, token=b"ADD_")), ("=", "open"), ("?", "calls_unanswered", 0)]),
+    "duplicate_txn": ("two calls with the same id: the receiver does not track ids, both reach the owner",
+                      "acceptor", OPEN_ACC + [
+        (">", call(6)), ("^", "call txn=6"), (">", call(6)), ("^", "call txn=6"), ("?", "calls_unanswered", 2)]),
+    "frame_too_large": ("a header announcing more than the limit: fatal frame_too_large, the body is not read",
+                        "acceptor", OPEN_ACC + [
+        ("raw>", raw_header(16777216 - 31)), ("<", err(9)), ("=", "failed"), ("?", "failure", 9)]),
+    "peer_fatal_error": ("the peer reports a fatal error: we fail, and write nothing", "initiator", OPEN_INI + [
+        (">", ("error", NULL, 0, 0, [("uint32", 9), ("string", "frame too large")])), ("=", "failed"),
+        ("?", "failure", 9)]),
+    "peer_nonfatal_error": ("the peer reports a spoiled send of ours: informational", "initiator", OPEN_INI + [
+        (">", ("error", NULL, 0, 0, [("uint32", 13), ("string", "send ECHO: invalid UTF-8")])), ("=", "open")]),
+}
+
+
+def frame_line(prefix, f):
+    b, text, _ = frame(*f)
+    return "%s %s  # %s" % (prefix, b.hex(" "), text.splitlines()[0]), b
+
+
+def write_transcripts():
+    tdir = os.path.join(HERE, "transcripts")
+    os.makedirs(tdir, exist_ok=True)
+    for old in os.listdir(tdir):
+        if old.endswith(".txt"):
+            os.remove(os.path.join(tdir, old))
+    for name, (what, role, steps) in TRANSCRIPTS.items():
+        lines = ["# " + what, "role " + role]
+        for st in steps:
+            op = st[0]
+            if op in (">", "<"):
+                lines.append(frame_line(op, st[1])[0])
+            elif op == ">>":
+                data, notes = b"", []
+                for f in st[1]:
+                    line, b = frame_line(">", f)
+                    data += b
+                    notes.append(line.split("# ", 1)[1])
+                lines.append("> %s  # in one read: %s" % (data.hex(" "), "; ".join(notes)))
+            elif op == "raw>":
+                lines.append("> %s  # raw bytes" % st[1].hex(" "))
+            elif op == "!":
+                lines.append("! " + st[1])
+            elif op == "=":
+                lines.append("= " + st[1])
+            elif op == "^":
+                lines.append("^ " + st[1])
+            elif op == "?":
+                lines.append("? %s %d" % (st[1], st[2]))
+            else:
+                raise ValueError(op)
+        with open(os.path.join(tdir, name + ".txt"), "w") as out:
+            out.write("\n".join(lines) + "\n")
+
+
 def main():
     for old in os.listdir(HERE):
         if old.endswith(".hex") or old.endswith(".txt"):
@@ -180,6 +408,7 @@ def main():
             out.write("# malformed: %s\n" % why + "\n".join(lines) + "\n")
         with open(os.path.join(HERE, name + ".txt"), "w") as out:
             out.write("error %s\n" % err)
+    write_transcripts()
 
 
 if __name__ == "__main__":

@@ -14,15 +14,18 @@
 ///                owner wants to send must wait until open.
 ///   open         both handshakes accepted: agreed() is valid.
 ///   closing      we sent `close` (close(), or the answer to the peer's close): we send no new request
-///                (send, call, ping) and wait for the peer's close, or for end of stream.
-///   closed       the orderly close is complete: close the transport now (nothing more to write but
-///                what is in `out`).
+///                (send, call, ping); we wait for the peer's close, for the answers to our calls and for
+///                the owner to answer the calls it received.
+///   closed       the orderly close is complete: both closes exchanged, every call answered both ways.
+///                Close the transport now (after writing what is in `out`).
 ///   failed       a fatal error: the ERROR frame (if any) is in `out`; write it and close the transport.
 ///                failure() says why.
 ///
 /// Changes from the API sketched in PLAN.md (helper B):
 ///   - reply_sent(out) takes the out_buffer: when the peer is closing and the last received call has
 ///     been answered, the session appends our `close` there.
+///   - call_sent(): the owner tells the session about each call it sends, so the close waits for the
+///     answers (calls_outstanding()); the session counts the reply/error frames it delivers.
 ///   - tick(now, out) and next_deadline() carry the time-outs (handshake, keepalive ping, dead peer,
 ///     close); the owner calls tick() at next_deadline() at the latest.
 ///   - failure() returns a session_failure (code as on the wire, text, and whether the peer sent it),
@@ -52,7 +55,8 @@
 namespace courier::wire {
 
 /// Which end of the transport this is: the initiator connected, the acceptor accepted. The protocol
-/// treats both alike except for context ids (odd/even) and who closes the transport (section 11).
+/// treats both alike (both send their handshake at once, either may close) except for context ids
+/// (odd/even, section 6).
 enum class role : std::uint8_t { initiator, acceptor };
 
 enum class session_state : std::uint8_t { handshaking, open, closing, closed, failed };
@@ -86,7 +90,8 @@ struct session_failure {
   /// ERROR frame; 0 while the session has not failed.
   std::uint32_t code = 0;
   std::string text;
-  /// True if the peer reported it in a fatal ERROR frame (transaction id 0), false if we detected it.
+  /// True if the peer ended the connection with an ERROR frame of transaction id 0 (a fatal protocol code,
+  /// or a runtime/application code such as 260 from a server that is stopping); false if we detected it.
   bool by_peer = false;
 };
 
@@ -135,21 +140,16 @@ class session {
   /// error frame for transaction `txn` arrived spoiled (e says how).
   template <class Handler>
   session_state feed(std::span<const std::byte> bytes, out_buffer& out, Handler&& handler) {
-    if (!accepting_input()) return state_;
-    decoder_.feed(bytes);
-    received_ = true;
-    for (;;) {
-      step_result s = step(out);
-      if (s.what == step_result::deliver) {
-        handler.on_frame(s.frame);
-      } else if (s.what == step_result::bad_reply) {
-        if constexpr (requires { handler.on_bad_reply(std::uint64_t{}, s.fault); })
-          handler.on_bad_reply(s.header.transaction_id, s.fault);
-      } else if (s.what == step_result::done) {
-        break;
-      }
-    }
-    return state_;
+    received_ = true;  // the next tick() takes its time as the time they arrived
+    return feed_at(bytes, out, handler);
+  }
+
+  /// The same, with the time the bytes arrived (for the keepalive; the overload without it counts them
+  /// as arrived at the next tick(), which is accurate to the owner's tick interval).
+  template <class Handler>
+  session_state feed(std::span<const std::byte> bytes, out_buffer& out, Handler&& handler, clock::time_point now) {
+    last_rx_ = now;
+    return feed_at(bytes, out, handler);
   }
 
   /// The time has come (call it at next_deadline() at the latest, any time earlier is harmless):
@@ -157,7 +157,8 @@ class session {
   /// close time-out. Returns state().
   session_state tick(clock::time_point now, out_buffer& out);
 
-  /// When tick() next has something to do; clock::time_point::max() if never.
+  /// When tick() next has something to do; clock::time_point::max() if never, clock::time_point::min()
+  /// (call tick() now) when a close started without a time (reply_sent()) needs its timer started.
   [[nodiscard]] clock::time_point next_deadline() const noexcept;
 
   /// End of stream from the transport: closed if the close was orderly, else failed (truncated if it
@@ -192,13 +193,40 @@ class session {
   void reply_sent(out_buffer& out);
   /// Calls the handler received that the owner has not answered yet.
   [[nodiscard]] std::size_t calls_unanswered() const noexcept { return calls_unanswered_; }
+  /// The owner appended a call (with a non-zero transaction id) to its out_buffer. A close completes only
+  /// when every call sent has been answered (a reply or error frame with a transaction id, delivered or
+  /// spoiled), even calls the owner gave up on (time-out), or when the close time-out expires.
+  void call_sent() noexcept { ++calls_outstanding_; }
+  /// Calls sent and not answered yet (as far as the session can tell: it counts answers, not ids).
+  [[nodiscard]] std::size_t calls_outstanding() const noexcept { return calls_outstanding_; }
 
  private:
+  template <class Handler>
+  session_state feed_at(std::span<const std::byte> bytes, out_buffer& out, Handler& handler) {
+    if (!accepting_input()) return state_;
+    decoder_.feed(bytes);
+    for (;;) {
+      step_result s = step(out);
+      if (s.what == step_result::deliver) {
+        handler.on_frame(s.frame);
+        if (s.answer) answer_received();
+      } else if (s.what == step_result::bad_reply) {
+        if constexpr (requires { handler.on_bad_reply(std::uint64_t{}, s.fault); })
+          handler.on_bad_reply(s.header.transaction_id, s.fault);
+        answer_received();
+      } else if (s.what == step_result::done) {
+        break;
+      }
+    }
+    return state_;
+  }
+
   struct step_result {
     enum what_t : std::uint8_t { done, deliver, bad_reply, again } what = done;
     frame_view frame{};
     frame_header header{};
     error fault{};
+    bool answer = false;  // a reply or error frame with a transaction id
   };
 
   [[nodiscard]] bool accepting_input() const noexcept {
@@ -210,7 +238,8 @@ class session {
   step_result on_spoiled(const error& e, out_buffer& out);
   void on_handshake(const frame_view& f, out_buffer& out);
   void on_peer_close(out_buffer& out);
-  void maybe_finish_close();
+  void maybe_finish_close() noexcept;
+  void answer_received() noexcept;
   void send_close(out_buffer& out, std::string_view reason);
   void write_error(out_buffer& out, const frame_header& about, std::uint64_t txn, std::uint32_t code,
                    std::string_view text);
@@ -226,10 +255,10 @@ class session {
   session_failure failure_{};
   session_counters counters_{};
   std::size_t calls_unanswered_ = 0;
+  std::size_t calls_outstanding_ = 0;
   bool started_ = false;
   bool peer_closed_ = false;      // the peer's close arrived
   bool we_closed_ = false;        // we sent close
-  bool answered_close_ = false;   // our close answered the peer's (so the peer closes the transport)
   bool received_ = false;         // bytes arrived since the last tick
   std::uint64_t next_ping_id_ = 1;
   clock::time_point started_at_{};

@@ -1,0 +1,266 @@
+#include "courier/wire/session.hpp"
+
+#include <algorithm>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include <catch2/catch.hpp>
+
+#include "courier/wire.hpp"
+#include "wire/frame_text.hpp"
+
+// The conversation transcripts (tests/vectors/transcripts/, format in tests/vectors/README.md), replayed
+// against the session engine: once with every `>` line fed whole, once fed byte by byte.
+namespace w = courier::wire;
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<fs::path> transcripts() {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(fs::path(COURIER_VECTORS_DIR) / "transcripts"))
+    if (e.path().extension() == ".txt") out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string trim(std::string s) {
+  if (auto hash = s.find('#'); hash != std::string::npos) s.erase(hash);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\r')) s.pop_back();
+  return s;
+}
+
+struct recorder {
+  std::deque<std::string> seen;
+  void on_frame(const w::frame_view& f) {
+    seen.push_back(std::string(w::to_string(f.kind())) + " txn=" + std::to_string(f.transaction_id()));
+  }
+  void on_bad_reply(std::uint64_t txn, const w::error& e) {
+    seen.push_back("bad_reply txn=" + std::to_string(txn) + " " + std::to_string(static_cast<unsigned>(e.code)));
+  }
+};
+
+// An expected ERROR frame whose text is "*" matches any text: compares everything but the text.
+bool frame_matches(const w::frame_view& expected, const w::frame_view& actual) {
+  if (expected.kind() == w::kind::error) {
+    auto r = expected.items();
+    auto code = r.read<std::uint32_t>();
+    auto text = r.read<std::string_view>();
+    if (code && text && *text == "*") {
+      auto a = actual.items();
+      auto acode = a.read<std::uint32_t>();
+      auto atext = a.read<std::string_view>();
+      return actual.kind() == w::kind::error && actual.token() == expected.token() &&
+             actual.transaction_id() == expected.transaction_id() &&
+             actual.context_id() == expected.context_id() && acode && atext && *acode == *code;
+    }
+  }
+  return std::equal(expected.bytes().begin(), expected.bytes().end(), actual.bytes().begin(), actual.bytes().end());
+}
+
+std::uint64_t observe(const w::session& s, const std::string& what) {
+  const auto& c = s.counters();
+  if (what == "failure") return s.failure().code;
+  if (what == "peer_closing") return s.peer_closing() ? 1 : 0;
+  if (what == "calls_unanswered") return s.calls_unanswered();
+  if (what == "calls_outstanding") return s.calls_outstanding();
+  if (what == "dropped_sends") return c.dropped_sends;
+  if (what == "refused_calls") return c.refused_calls;
+  if (what == "spoiled_frames") return c.spoiled_frames;
+  if (what == "agreed_max_frame_size") return s.agreed().max_frame_size;
+  if (what == "agreed_max_items") return s.agreed().max_items;
+  if (what == "agreed_max_depth") return s.agreed().max_depth;
+  throw std::runtime_error("unknown observable " + what);
+}
+
+void replay(const fs::path& file, bool byte_by_byte) {
+  std::istringstream in(slurp(file));
+  std::string line;
+  std::optional<w::session> s;
+  w::out_buffer out;      // what the engine wrote and the transcript has not matched yet
+  std::size_t matched = 0;
+  recorder rec;
+  const auto t0 = w::session::clock::time_point{} + 1h;
+  auto now = t0;
+  w::session_config cfg;
+  cfg.local.peer_name = "engine";
+  int n = 0;
+  auto all_seen = [&] {
+    INFO("line " << n << ": unmatched output or frames before the next step");
+    CHECK(matched == out.size());
+    CHECK(rec.seen.empty());
+  };
+  while (std::getline(in, line)) {
+    ++n;
+    line = trim(line);
+    if (line.empty()) continue;
+    CAPTURE(n, line);
+    const char op = line[0];
+    const std::string arg = line.size() > 2 ? line.substr(2) : std::string();
+    if (line.starts_with("role ")) {
+      s.emplace(arg == "initiator" ? w::role::initiator : w::role::acceptor, cfg);
+    } else if (op == '>') {
+      all_seen();
+      const auto bytes = w::test::parse_hex(arg);
+      if (byte_by_byte) {
+        for (std::size_t i = 0; i < bytes.size(); ++i) s->feed(std::span(bytes).subspan(i, 1), out, rec, now);
+      } else {
+        s->feed(bytes, out, rec, now);
+      }
+    } else if (op == '<') {
+      const auto bytes = w::test::parse_hex(arg);
+      auto expected = w::decode_frame(bytes);
+      REQUIRE(expected.has_value());
+      auto actual = w::decode_frame(out.view().subspan(matched));
+      INFO("engine wrote: " << (actual ? w::to_text(*actual) : std::string("nothing decodable")));
+      REQUIRE(actual.has_value());
+      CHECK(frame_matches(*expected, *actual));
+      matched += actual->bytes().size();
+    } else if (op == '^') {
+      REQUIRE_FALSE(rec.seen.empty());
+      CHECK(rec.seen.front() == arg);
+      rec.seen.pop_front();
+    } else if (op == '=') {
+      CHECK(w::to_string(s->state()) == arg);
+    } else if (op == '?') {
+      const auto sp = arg.find(' ');
+      CHECK(observe(*s, arg.substr(0, sp)) == std::stoull(arg.substr(sp + 1)));
+    } else if (op == '!') {
+      all_seen();
+      if (arg == "start") {
+        s->start(out, now);
+      } else if (arg == "eof") {
+        s->on_eof();
+      } else if (arg == "call_sent") {
+        s->call_sent();
+      } else if (arg == "reply_sent") {
+        s->reply_sent(out);
+      } else if (arg == "close" || arg.starts_with("close ")) {
+        s->close(out, arg.size() > 6 ? std::string_view(arg).substr(6) : std::string_view(), now);
+      } else if (arg.starts_with("tick ")) {
+        now = t0 + std::chrono::milliseconds(std::stoll(arg.substr(5)));
+        // The deadline the engine asks for is never later than the tick that has work to do.
+        s->tick(now, out);
+      } else {
+        FAIL("unknown action " << arg);
+      }
+    } else {
+      FAIL("unknown line");
+    }
+  }
+  all_seen();
+}
+
+}  // namespace
+
+TEST_CASE("session transcripts: every conversation replays, whole and byte by byte") {
+  const auto all = transcripts();
+  REQUIRE(all.size() >= 20);
+  for (const auto& t : all) {
+    CAPTURE(t.filename().string());
+    replay(t, false);
+    replay(t, true);
+  }
+}
+
+TEST_CASE("session: two engines talk to each other, call and close orderly") {
+  w::session_config a_cfg, b_cfg;
+  a_cfg.local.peer_name = "a";
+  b_cfg.local.peer_name = "b";
+  w::session a(w::role::initiator, a_cfg), b(w::role::acceptor, b_cfg);
+  w::out_buffer a_out, b_out;
+  recorder a_rec, b_rec;
+  a.start(a_out);
+  b.start(b_out);
+  auto pump = [&] {
+    for (int i = 0; i < 8 && (!a_out.empty() || !b_out.empty()); ++i) {
+      w::out_buffer to_b = std::move(a_out), to_a = std::move(b_out);
+      a_out = w::out_buffer();
+      b_out = w::out_buffer();
+      if (!to_b.empty()) b.feed(to_b.view(), b_out, b_rec);
+      if (!to_a.empty()) a.feed(to_a.view(), a_out, a_rec);
+    }
+  };
+  pump();
+  REQUIRE(a.state() == w::session_state::open);
+  REQUIRE(b.state() == w::session_state::open);
+  CHECK(a.peer_name() == "b");
+  CHECK(b.peer_name() == "a");
+  CHECK(a.agreed().max_items == w::limits{}.max_items);
+
+  // a calls b; a closes before the reply; b answers, then closes; a sees the reply, then the close.
+  REQUIRE(w::frame_writer(a_out, w::frame_header{1, w::kind::call, 0, 0, courier::token("ADD_"), 1, 0}).add(std::int32_t{1}).finish());
+  a.call_sent();
+  a.close(a_out, "done");
+  pump();
+  REQUIRE(b_rec.seen.size() == 1);
+  CHECK(b.peer_closing());
+  CHECK(b.state() == w::session_state::open);
+  REQUIRE(w::frame_writer(b_out, w::frame_header{1, w::kind::reply, 0, 0, courier::token("ADD_"), 1, 0}).add(std::int32_t{2}).finish());
+  b.reply_sent(b_out);
+  CHECK(b.state() == w::session_state::closed);  // b answered everything and made no call: done
+  pump();
+  CHECK(a_rec.seen.size() == 1);
+  CHECK(a.state() == w::session_state::closed);  // a has its answer and b's close: done too
+}
+
+TEST_CASE("session: next_deadline says when tick has work") {
+  w::session s(w::role::acceptor);
+  w::out_buffer out;
+  const auto t0 = w::session::clock::time_point{} + 1h;
+  CHECK(s.next_deadline() == w::session::clock::time_point::max());
+  s.start(out, t0);
+  CHECK(s.next_deadline() == t0 + 10s);
+  out.clear();
+  REQUIRE(w::encode_handshake(out, w::handshake_info{}));
+  w::out_buffer mine;
+  struct ignore {
+    void on_frame(const w::frame_view&) {}
+  };
+  s.feed(out.view(), mine, ignore{});
+  REQUIRE(s.state() == w::session_state::open);
+  s.tick(t0 + 1s, mine);  // the bytes arrived by then
+  CHECK(s.next_deadline() == t0 + 11s);
+  s.tick(t0 + 11s, mine);
+  CHECK(s.next_deadline() == t0 + 21s);  // pinged at 11 s: next ping 10 s later
+}
+
+TEST_CASE("session: close before the handshake completes closes at once, writing nothing") {
+  w::session s(w::role::initiator);
+  w::out_buffer out;
+  s.start(out);
+  const auto n = out.size();
+  s.close(out);
+  CHECK(s.state() == w::session_state::closed);
+  CHECK(out.size() == n);
+}
+
+TEST_CASE("handshake: encode_handshake writes the seven items of the handshake_limits vector") {
+  w::out_buffer out;
+  w::handshake_info info;
+  info.peer_name = "server-7";
+  REQUIRE(w::encode_handshake(out, info));
+  const auto expected = w::test::parse_hex(slurp(fs::path(COURIER_VECTORS_DIR) / "handshake_limits.hex"));
+  CHECK(std::equal(out.view().begin(), out.view().end(), expected.begin(), expected.end()));
+
+  // And the five-item handshake of the first version of the spec still decodes, with the default limits.
+  const auto five = w::test::parse_hex(slurp(fs::path(COURIER_VECTORS_DIR) / "handshake.hex"));
+  auto f = w::decode_frame(five);
+  REQUIRE(f);
+  auto hs = w::decode_handshake(*f);
+  REQUIRE(hs);
+  CHECK(hs->max_items == w::limits{}.max_items);
+  CHECK(hs->max_depth == w::limits{}.max_depth);
+  CHECK(hs->peer_name == "client-42");
+}
