@@ -67,19 +67,23 @@ void connection::after_session_step() {
     std::memcpy(p, held_.data(), held_.size());
     held_.clear();
   }
-  if (st == wire::session_state::open && send_limits_.max_frame_size != session_.agreed().max_frame_size &&
-      session_.agreed().max_frame_size != 0)
-    send_limits_.max_frame_size = session_.agreed().max_frame_size;
+  if (st == wire::session_state::open && !limits_agreed_) {
+    send_limits_ = session_.agreed().peer_limits();  // what the peer announced it accepts
+    limits_agreed_ = true;
+  }
   if (st == wire::session_state::closed) {
     flush();
     finish(courier::error(errc::connection_lost, "the connection was closed in order"));
   } else if (st == wire::session_state::failed) {
     flush();
+    // A protocol code (below 256) means one side broke the protocol; a runtime code (272 for end of
+    // stream or silence, 260 from a server that refuses us while shutting down) means the
+    // connection is gone for a reason that is nobody's fault.
     const wire::session_failure& f = session_.failure();
-    if (f.code == static_cast<std::uint32_t>(errc::connection_lost) || f.code == 0)
-      finish(courier::error(errc::connection_lost, f.text));
-    else
+    if (f.code != 0 && f.code < 256)
       finish(courier::error(errc::protocol_error, (f.by_peer ? "the peer reported: " : "the peer sent bad input: ") + f.text));
+    else
+      finish(courier::error(errc::connection_lost, f.by_peer ? "the peer ended the connection: " + f.text : f.text));
   }
 }
 

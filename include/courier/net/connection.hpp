@@ -132,6 +132,7 @@ class connection {
   std::unique_ptr<std::byte[]> read_buf_;
   connection_stats stats_;
   wire::limits send_limits_;
+  bool limits_agreed_ = false;
   bool finished_ = false;
   courier::error why_;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();

@@ -171,6 +171,7 @@ class client_connection
       return {};
     }
     ++next_tid_;
+    conn_.session().call_sent();  // an orderly close waits for its answer
     slot.tid = tid;
     slot.position = static_cast<std::uint16_t>(I::template position<M>);
     ::new (slot.storage) response_promise<R>(std::move(promise));
