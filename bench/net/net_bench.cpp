@@ -39,10 +39,13 @@
 // without exec; a Courier system must therefore be made inside the side's function, after the fork,
 // like the ZeroMQ contexts.)
 //
-// Placement matters on small hosts: on the 2-CPU machine this was written on, the raw round trip
-// was ~1.3x faster with both processes on one CPU (--cpus 0,0) and faster still unpinned
-// (--no-pin) than on two CPUs (the default), since a wake-up across CPUs costs more than the echo.
-// Every figure of a run gets the same placement, so the ratios hold either way.
+// Placement matters on small hosts. On the shared 2-CPU machine this was written on (other jobs
+// running), the raw pipe round trip did 20-25k/s on two CPUs (the default), ~60k/s with both
+// processes on one CPU (--cpus 0,0) and ~75k/s unpinned (--no-pin, where the scheduler moves the
+// woken side next to its waker): a wake-up across CPUs costs more than the echo itself, and a
+// pinned side cannot flee a CPU that another job is using. Every figure of a run gets the same
+// placement, so the ratios within a run hold either way; compare figures across runs only with
+// the same placement.
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
