@@ -244,8 +244,9 @@ std::optional<double> run_pair(const run_context& c, const server_fn& server, co
   } while (ready < 0 && errno == EINTR);
   bool got = ready > 0 && read_exact(result[0], &ops, sizeof ops);
   ::close(result[0]);
-  if (ready == 0) {
-    std::fprintf(stderr, "courier-net-bench: no result after %d s, both sides killed\n", c.watchdog_s + 5);
+  if (ready <= 0) {
+    if (ready == 0) std::fprintf(stderr, "courier-net-bench: no result after %d s, both sides killed\n", c.watchdog_s + 5);
+    if (ready < 0) std::perror("courier-net-bench: poll");
     ::kill(client_pid, SIGKILL);
     ::kill(server_pid, SIGKILL);
   }
