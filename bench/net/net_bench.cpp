@@ -691,7 +691,8 @@ int main(int argc, char** argv) {
   const int runs = std::max(opts.runs, 1);
 
   std::printf("machine: %s\n", courier_bench::machine_description().c_str());
-  std::printf("placement: %s; threads a side starts (ZeroMQ's I/O thread) share its CPU\n", c.where.describe().c_str());
+  std::printf("placement: %s%s\n", c.where.describe().c_str(),
+              c.where.client_cpu < 0 ? "" : "; threads a side starts (ZeroMQ's I/O thread) share its CPU");
   std::printf("mode: %s, %zu round trips / %zu messages of %zu bytes per run (after a tenth as warm-up), "
               "%zu in flight when pipelined, median of %d run(s) per figure\n",
               opts.quick ? "quick" : "full", c.roundtrips, c.messages, message_size, in_flight, runs);
