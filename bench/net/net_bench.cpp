@@ -1,0 +1,739 @@
+// courier-net-bench: the limits of each transport between two processes, and ZeroMQ as the peer.
+//   courier-net-bench [--quick] [--runs N] [--only pipe|uds|tcp|ipc|zmq|raw|<figure>] [--cpus C,S | --no-pin]
+//
+// One line per figure, the median of N runs (default 5):
+//   wire <pipe|uds|tcp> <raw-roundtrip|raw-pipelined> ops_per_s=<n>
+//   wire-zmq <ipc|tcp> <reqrep|pushpull> ops_per_s=<n>
+// after a header naming the machine and where the two processes run, and followed by ratios
+// between figures of the same run. --quick: a smoke run of well under a second (one run).
+//
+// The figures (a message is 57 bytes: a 32-byte frame header and a 25-byte body, the size of a call
+// with a token and five int32):
+//   raw-roundtrip  a bare echo: the client writes one message, the server reads it and writes it
+//                  back, the client reads it whole; one message in flight, one write per message.
+//   raw-pipelined  the client keeps 64 messages in flight: each side reads what is there and answers
+//                  it in one write (the server echoes the bytes it read; the client sends as many
+//                  new messages as it got back whole).
+//   reqrep         ZeroMQ REQ (client) / REP (server, echoes), one message in flight.
+//   pushpull       ZeroMQ PUSH (client) -> PULL (server), one way; timed until the server says it
+//                  has every message.
+// Blocking descriptors on the raw side: a blocked read sleeps in the kernel as an epoll wait would.
+//
+// The harness, shared by every figure: run_pair() forks two processes from this one (which starts
+// no thread, so fork is safe), a server and a client, pins each to its CPU (placement: client on
+// the first CPU this process may use, server on the second, or both on the one there is) before
+// anything else runs in it, and gives them a control socket between them (coordination, never
+// measured). The client returns ops/s; the parent only waits, with a watchdog that kills both, so
+// a hung figure fails instead of stalling. run_stream_pair() adds one stream connection of a
+// transport (pipe: a socket pair made before the forks; uds and tcp: a listener made before the
+// forks, the server accepts, the client connects, TCP_NODELAY on both ends). ZeroMQ contexts are
+// made in the children after the fork.
+//
+// Adding a figure (Courier's `wire <t> <end|callback|wait>` lines): write one function
+//   std::optional<double> courier_wait(const run_context& c, transport t)
+// that calls run_pair() (the server serves on an endpoint and sends its address over the control
+// socket once it listens; the client reads it and connects) or run_stream_pair() (both sides adopt
+// the connected descriptor; for pipe, the server side dup2()s it to fd 0, where a pipe server finds
+// its end), add one row to figures() and its ratios to ratios(). The rounds, the medians, the
+// output, the watchdog and the placement come with it. (The processes of a figure are forked
+// without exec; a Courier system must therefore be made inside the side's function, after the fork,
+// like the ZeroMQ contexts.)
+//
+// Placement matters on small hosts. On the shared 2-CPU machine this was written on (other jobs
+// running), the raw pipe round trip did 20-25k/s on two CPUs (the default), ~60k/s with both
+// processes on one CPU (--cpus 0,0) and ~75k/s unpinned (--no-pin, where the scheduler moves the
+// woken side next to its waker): a wake-up across CPUs costs more than the echo itself, and a
+// pinned side cannot flee a CPU that another job is using. Every figure of a run gets the same
+// placement, so the ratios within a run hold either way; compare figures across runs only with
+// the same placement.
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bench_util.hpp"
+
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+constexpr std::size_t message_size = 32 + 25;
+constexpr std::size_t in_flight = 64;
+
+// ---- placement ----------------------------------------------------------------------------------
+
+/// Where the two processes of a figure run: the same for every figure of a run.
+struct placement {
+  int client_cpu = -1;  ///< -1: not pinned
+  int server_cpu = -1;
+  int allowed = 0;  ///< CPUs this process may use
+
+  std::string describe() const {
+    if (client_cpu < 0) return "not pinned (" + std::to_string(allowed) + " CPUs allowed)";
+    std::string s = "client on cpu " + std::to_string(client_cpu) + ", server on cpu " + std::to_string(server_cpu);
+    if (client_cpu == server_cpu) s += " (both on one CPU)";
+    return s + " (sched_setaffinity; " + std::to_string(allowed) + " CPUs allowed)";
+  }
+};
+
+/// The client on the first CPU this process may use, the server on the second (or on the same one
+/// when there is only one).
+placement choose_placement() {
+  placement p;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) != 0) return p;
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  p.allowed = static_cast<int>(cpus.size());
+  if (cpus.empty()) return p;
+  p.client_cpu = cpus[0];
+  p.server_cpu = cpus.size() > 1 ? cpus[1] : cpus[0];
+  return p;
+}
+
+void pin_to(int cpu) {
+  if (cpu < 0) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  if (::sched_setaffinity(0, sizeof set, &set) != 0) std::perror("courier-net-bench: sched_setaffinity");
+}
+
+// ---- blocking I/O helpers -----------------------------------------------------------------------
+
+bool write_all(int fd, const void* data, std::size_t size) {
+  const auto* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::write(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    size -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+bool read_exact(int fd, void* data, std::size_t size) {
+  auto* p = static_cast<char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::read(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    size -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+/// The control socket: one line of text at a time (coordination only, never on a measured path).
+bool send_line(int fd, std::string_view text) {
+  std::string line{text};
+  line += '\n';
+  return write_all(fd, line.data(), line.size());
+}
+
+std::optional<std::string> recv_line(int fd) {
+  std::string line;
+  char c = 0;
+  while (read_exact(fd, &c, 1)) {
+    if (c == '\n') return line;
+    line += c;
+  }
+  return std::nullopt;
+}
+
+// ---- the harness --------------------------------------------------------------------------------
+
+/// What a figure is run with.
+struct run_context {
+  placement where;
+  bool quick = false;
+  int watchdog_s = 60;  ///< a run that takes longer is killed and fails
+  std::size_t roundtrips = 0;  ///< timed round trips (reqrep, raw-roundtrip)
+  std::size_t messages = 0;  ///< timed messages (pushpull, raw-pipelined)
+  std::string scratch;  ///< a name prefix for socket files (/tmp/courier-net-bench-<pid>)
+};
+
+using server_fn = std::function<int(int control)>;  ///< the exit status of the server process
+using client_fn = std::function<double(int control)>;  ///< ops/s, negative on failure
+
+int wait_status(pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 255;
+}
+
+/// Runs `server` and `client` in two processes forked from this one, each pinned to its CPU of
+/// `c.where`, with a control socket between them. `close_in_parent`: descriptors the children
+/// inherit and this process must let go of once both are forked (so that a side that dies shows
+/// as end of file to the other). Returns the client's ops/s, or nothing (and a line on stderr)
+/// when a side failed, died or outlived the watchdog.
+std::optional<double> run_pair(const run_context& c, const server_fn& server, const client_fn& client,
+                               const std::vector<int>& close_in_parent = {}) {
+  int control[2];
+  int result[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM, 0, control) != 0 || ::pipe(result) != 0) {
+    std::perror("courier-net-bench: socketpair/pipe");
+    return std::nullopt;
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t server_pid = ::fork();
+  if (server_pid == 0) {
+    ::close(control[1]);
+    ::close(result[0]);
+    ::close(result[1]);
+    pin_to(c.where.server_cpu);
+    ::alarm(static_cast<unsigned>(c.watchdog_s));
+    std::_Exit(server(control[0]));
+  }
+  const pid_t client_pid = server_pid < 0 ? -1 : ::fork();
+  if (client_pid == 0) {
+    ::close(control[0]);
+    ::close(result[0]);
+    pin_to(c.where.client_cpu);
+    ::alarm(static_cast<unsigned>(c.watchdog_s));
+    const double ops = client(control[1]);
+    const bool sent = write_all(result[1], &ops, sizeof ops);
+    std::_Exit(ops >= 0 && sent ? 0 : 1);
+  }
+  ::close(control[0]);
+  ::close(control[1]);
+  ::close(result[1]);
+  for (int fd : close_in_parent) ::close(fd);
+  if (server_pid < 0 || client_pid < 0) {
+    std::perror("courier-net-bench: fork");
+    if (server_pid > 0) {
+      ::kill(server_pid, SIGKILL);
+      wait_status(server_pid);
+    }
+    ::close(result[0]);
+    return std::nullopt;
+  }
+
+  double ops = -1;
+  pollfd p{result[0], POLLIN, 0};
+  int ready = 0;
+  do {
+    ready = ::poll(&p, 1, (c.watchdog_s + 5) * 1000);
+  } while (ready < 0 && errno == EINTR);
+  bool got = ready > 0 && read_exact(result[0], &ops, sizeof ops);
+  ::close(result[0]);
+  if (ready <= 0) {
+    if (ready == 0) std::fprintf(stderr, "courier-net-bench: no result after %d s, both sides killed\n", c.watchdog_s + 5);
+    if (ready < 0) std::perror("courier-net-bench: poll");
+    ::kill(client_pid, SIGKILL);
+    ::kill(server_pid, SIGKILL);
+  }
+  const int client_status = wait_status(client_pid);
+  // A server still running once the client is done is stuck (or stopped): a failed client gets it
+  // killed at once, a good one gives it a few seconds to see the end of its input and exit.
+  if (!got || client_status != 0) ::kill(server_pid, SIGKILL);
+  int server_status = -1;
+  for (int waited_ms = 0; server_status < 0; waited_ms += 10) {
+    int status = 0;
+    const pid_t done = ::waitpid(server_pid, &status, WNOHANG);
+    if (done == server_pid) {
+      server_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    } else if (done < 0 && errno != EINTR) {
+      server_status = 255;
+    } else if (waited_ms == 5000) {
+      std::fprintf(stderr, "courier-net-bench: the server outlived its client by 5 s, killed\n");
+      ::kill(server_pid, SIGKILL);
+    } else {
+      ::usleep(10'000);
+    }
+  }
+  if (got && (client_status != 0 || server_status != 0)) {
+    std::fprintf(stderr, "courier-net-bench: client exited with %d, server with %d\n", client_status, server_status);
+    got = false;
+  } else if (!got) {
+    std::fprintf(stderr, "courier-net-bench: the client gave no result (exit status %d)\n", client_status);
+  }
+  if (!got || ops < 0) return std::nullopt;
+  return ops;
+}
+
+enum class transport { pipe, uds, tcp };
+
+const char* name(transport t) {
+  switch (t) {
+    case transport::pipe: return "pipe";
+    case transport::uds: return "uds";
+    case transport::tcp: return "tcp";
+  }
+  return "?";
+}
+
+using stream_server_fn = std::function<int(int fd)>;
+using stream_client_fn = std::function<double(int fd)>;
+
+void no_delay(int fd) {
+  const int on = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+}
+
+/// run_pair() with one blocking stream connection of transport `t` between the two sides.
+std::optional<double> run_stream_pair(const run_context& c, transport t, const stream_server_fn& server,
+                                      const stream_client_fn& client) {
+  int pair[2] = {-1, -1};  // pipe: [0] the server's end, [1] the client's
+  int listener = -1;
+  sockaddr_un uds{};
+  sockaddr_in tcp{};
+  const std::string path = c.scratch + ".sock";
+  if (t == transport::pipe) {
+    if (::socketpair(AF_UNIX, SOCK_STREAM, 0, pair) != 0) {
+      std::perror("courier-net-bench: socketpair");
+      return std::nullopt;
+    }
+  } else if (t == transport::uds) {
+    uds.sun_family = AF_UNIX;
+    std::snprintf(uds.sun_path, sizeof uds.sun_path, "%s", path.c_str());
+    ::unlink(path.c_str());
+    listener = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    if (listener < 0 || ::bind(listener, reinterpret_cast<sockaddr*>(&uds), sizeof uds) != 0
+        || ::listen(listener, 4) != 0) {
+      std::perror(("courier-net-bench: listen " + path).c_str());
+      if (listener >= 0) ::close(listener);
+      return std::nullopt;
+    }
+  } else {
+    tcp.sin_family = AF_INET;
+    tcp.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    tcp.sin_port = 0;
+    listener = ::socket(AF_INET, SOCK_STREAM, 0);
+    socklen_t len = sizeof tcp;
+    const int on = 1;
+    if (listener < 0 || ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0
+        || ::bind(listener, reinterpret_cast<sockaddr*>(&tcp), sizeof tcp) != 0 || ::listen(listener, 4) != 0
+        || ::getsockname(listener, reinterpret_cast<sockaddr*>(&tcp), &len) != 0) {
+      std::perror("courier-net-bench: listen tcp 127.0.0.1");
+      if (listener >= 0) ::close(listener);
+      return std::nullopt;
+    }
+  }
+
+  auto server_side = [&](int) {
+    int fd = pair[0];
+    if (t == transport::pipe) {
+      ::close(pair[1]);
+    } else {
+      fd = ::accept(listener, nullptr, nullptr);
+      ::close(listener);
+      if (fd < 0) {
+        std::perror("courier-net-bench: accept");
+        return 1;
+      }
+      if (t == transport::tcp) no_delay(fd);
+    }
+    const int status = server(fd);
+    ::close(fd);
+    return status;
+  };
+  auto client_side = [&](int) {
+    int fd = pair[1];
+    if (t == transport::pipe) {
+      ::close(pair[0]);
+    } else {
+      ::close(listener);
+      fd = ::socket(t == transport::uds ? AF_UNIX : AF_INET, SOCK_STREAM, 0);
+      const int rc = t == transport::uds ? ::connect(fd, reinterpret_cast<sockaddr*>(&uds), sizeof uds)
+                                         : ::connect(fd, reinterpret_cast<sockaddr*>(&tcp), sizeof tcp);
+      if (fd < 0 || rc != 0) {
+        std::perror("courier-net-bench: connect");
+        return -1.0;
+      }
+      if (t == transport::tcp) no_delay(fd);
+    }
+    const double ops = client(fd);
+    ::close(fd);
+    return ops;
+  };
+  std::vector<int> parent_closes;
+  if (t == transport::pipe) {
+    parent_closes = {pair[0], pair[1]};
+  } else {
+    parent_closes = {listener};
+  }
+  auto r = run_pair(c, server_side, client_side, parent_closes);
+  if (t == transport::uds) ::unlink(path.c_str());
+  return r;
+}
+
+double per_second(std::size_t count, steady::time_point start) {
+  const double s = std::chrono::duration<double>(steady::now() - start).count();
+  return s > 0 ? static_cast<double>(count) / s : 0;
+}
+
+// ---- raw figures --------------------------------------------------------------------------------
+
+/// The server of both raw figures: writes back what it reads, one write per read, until EOF.
+int echo_server(int fd) {
+  std::vector<char> buf(64 * 1024);
+  for (;;) {
+    const ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0) return 0;
+    if (n < 0 || !write_all(fd, buf.data(), static_cast<std::size_t>(n))) return 1;
+  }
+}
+
+std::array<char, message_size> message_bytes(std::size_t i) {
+  std::array<char, message_size> m{};
+  for (std::size_t k = 0; k < m.size(); ++k) m[k] = static_cast<char>('a' + (i + k) % 26);
+  return m;
+}
+
+/// `count` bare round trips; false when an echo is missing or wrong.
+bool roundtrips(int fd, std::size_t count) {
+  std::array<char, message_size> back{};
+  for (std::size_t i = 0; i < count; ++i) {
+    const auto m = message_bytes(i);
+    if (!write_all(fd, m.data(), m.size()) || !read_exact(fd, back.data(), back.size())) return false;
+    if (back != m) return false;
+  }
+  return true;
+}
+
+/// `count` messages, 64 in flight: sends as many new ones as came back whole, in one write.
+bool pipelined(int fd, std::size_t count) {
+  std::vector<char> out(in_flight * message_size);
+  for (std::size_t i = 0; i < in_flight; ++i) {
+    const auto m = message_bytes(i);
+    std::copy(m.begin(), m.end(), out.begin() + static_cast<std::ptrdiff_t>(i * message_size));
+  }
+  std::vector<char> in(64 * 1024);
+  std::size_t sent = std::min(in_flight, count), received = 0, partial = 0;
+  if (!write_all(fd, out.data(), sent * message_size)) return false;
+  while (received < count) {
+    const ssize_t n = ::read(fd, in.data(), in.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    partial += static_cast<std::size_t>(n);
+    const std::size_t whole = partial / message_size;
+    partial %= message_size;
+    received += whole;
+    const std::size_t more = std::min(whole, count - sent);
+    if (more > 0 && !write_all(fd, out.data(), more * message_size)) return false;
+    sent += more;
+  }
+  return partial == 0 && received == count;
+}
+
+std::optional<double> raw_roundtrip(const run_context& c, transport t) {
+  return run_stream_pair(c, t, echo_server, [&c](int fd) {
+    if (!roundtrips(fd, c.roundtrips / 10)) return -1.0;  // warm-up
+    const auto start = steady::now();
+    if (!roundtrips(fd, c.roundtrips)) return -1.0;
+    return per_second(c.roundtrips, start);
+  });
+}
+
+std::optional<double> raw_pipelined(const run_context& c, transport t) {
+  return run_stream_pair(c, t, echo_server, [&c](int fd) {
+    if (!pipelined(fd, c.messages / 10)) return -1.0;  // warm-up
+    const auto start = steady::now();
+    if (!pipelined(fd, c.messages)) return -1.0;
+    return per_second(c.messages, start);
+  });
+}
+
+// ---- ZeroMQ -------------------------------------------------------------------------------------
+
+/// A context and one socket, made after the fork in the process that uses them; gone on scope exit.
+class zmq_side {
+ public:
+  zmq_side(int type, int timeout_ms) : ctx_(::zmq_ctx_new()), socket_(ctx_ ? ::zmq_socket(ctx_, type) : nullptr) {
+    if (socket_ == nullptr) return;
+    const int linger = 0;
+    ::zmq_setsockopt(socket_, ZMQ_LINGER, &linger, sizeof linger);
+    ::zmq_setsockopt(socket_, ZMQ_RCVTIMEO, &timeout_ms, sizeof timeout_ms);
+    ::zmq_setsockopt(socket_, ZMQ_SNDTIMEO, &timeout_ms, sizeof timeout_ms);
+  }
+  zmq_side(const zmq_side&) = delete;
+  zmq_side& operator=(const zmq_side&) = delete;
+  ~zmq_side() {
+    if (socket_) ::zmq_close(socket_);
+    if (ctx_) ::zmq_ctx_term(ctx_);
+  }
+
+  /// Binds to `where` ("tcp://127.0.0.1:*" picks a port); returns the endpoint to connect to.
+  std::optional<std::string> bind(const std::string& where) {
+    char bound[256] = {};
+    std::size_t size = sizeof bound;
+    if (socket_ == nullptr || ::zmq_bind(socket_, where.c_str()) != 0) {
+      fail("bind " + where);
+      return std::nullopt;
+    }
+    if (::zmq_getsockopt(socket_, ZMQ_LAST_ENDPOINT, bound, &size) != 0) {
+      fail("ZMQ_LAST_ENDPOINT");
+      return std::nullopt;
+    }
+    return std::string{bound};
+  }
+  bool connect(const std::string& where) {
+    return socket_ != nullptr && (::zmq_connect(socket_, where.c_str()) == 0 || fail("connect " + where));
+  }
+  bool send(const char* data, std::size_t size) {
+    return ::zmq_send(socket_, data, size, 0) == static_cast<int>(size) || fail("send");
+  }
+  bool recv(char* data, std::size_t size) {  // exactly `size` bytes expected
+    return ::zmq_recv(socket_, data, size, 0) == static_cast<int>(size) || fail("recv");
+  }
+
+ private:
+  static bool fail(const std::string& what) {
+    std::fprintf(stderr, "courier-net-bench: zmq %s: %s\n", what.c_str(), ::zmq_strerror(::zmq_errno()));
+    return false;
+  }
+
+  void* ctx_;
+  void* socket_;
+};
+
+enum class zmq_transport { ipc, tcp };
+
+const char* name(zmq_transport t) { return t == zmq_transport::ipc ? "ipc" : "tcp"; }
+
+std::string bind_address(const run_context& c, zmq_transport t) {
+  return t == zmq_transport::ipc ? "ipc://" + c.scratch + ".zmq" : "tcp://127.0.0.1:*";
+}
+
+std::optional<double> zmq_reqrep(const run_context& c, zmq_transport t) {
+  const std::size_t warm = c.roundtrips / 10, total = warm + c.roundtrips;
+  const int timeout_ms = c.watchdog_s * 1000;
+  auto server = [&](int control) {
+    zmq_side rep(ZMQ_REP, timeout_ms);
+    const auto endpoint = rep.bind(bind_address(c, t));
+    if (!endpoint || !send_line(control, *endpoint)) return 1;
+    std::array<char, message_size> m{};
+    for (std::size_t i = 0; i < total; ++i)
+      if (!rep.recv(m.data(), m.size()) || !rep.send(m.data(), m.size())) return 1;
+    return 0;
+  };
+  auto client = [&](int control) {
+    const auto endpoint = recv_line(control);
+    zmq_side req(ZMQ_REQ, timeout_ms);
+    if (!endpoint || !req.connect(*endpoint)) return -1.0;
+    std::array<char, message_size> back{};
+    auto run = [&](std::size_t from, std::size_t to) {
+      for (std::size_t i = from; i < to; ++i) {
+        const auto m = message_bytes(i);
+        if (!req.send(m.data(), m.size()) || !req.recv(back.data(), back.size()) || back != m) return false;
+      }
+      return true;
+    };
+    if (!run(0, warm)) return -1.0;
+    const auto start = steady::now();
+    if (!run(warm, total)) return -1.0;
+    return per_second(c.roundtrips, start);
+  };
+  auto r = run_pair(c, server, client);
+  ::unlink((c.scratch + ".zmq").c_str());
+  return r;
+}
+
+std::optional<double> zmq_pushpull(const run_context& c, zmq_transport t) {
+  const std::size_t warm = c.messages / 10;
+  const int timeout_ms = c.watchdog_s * 1000;
+  auto server = [&](int control) {
+    zmq_side pull(ZMQ_PULL, timeout_ms);
+    const auto endpoint = pull.bind(bind_address(c, t));
+    if (!endpoint || !send_line(control, *endpoint)) return 1;
+    std::array<char, message_size> m{};
+    for (const std::size_t count : {warm, c.messages}) {
+      for (std::size_t i = 0; i < count; ++i)
+        if (!pull.recv(m.data(), m.size())) return 1;
+      if (!send_line(control, "all in")) return 1;
+    }
+    return 0;
+  };
+  auto client = [&](int control) {
+    const auto endpoint = recv_line(control);
+    zmq_side push(ZMQ_PUSH, timeout_ms);
+    if (!endpoint || !push.connect(*endpoint)) return -1.0;
+    const auto m = message_bytes(0);
+    auto run = [&](std::size_t count) {
+      for (std::size_t i = 0; i < count; ++i)
+        if (!push.send(m.data(), m.size())) return false;
+      return recv_line(control).has_value();  // the server has them all
+    };
+    if (!run(warm)) return -1.0;
+    const auto start = steady::now();
+    if (!run(c.messages)) return -1.0;
+    return per_second(c.messages, start);
+  };
+  auto r = run_pair(c, server, client);
+  ::unlink((c.scratch + ".zmq").c_str());
+  return r;
+}
+
+// ---- the figures and the run --------------------------------------------------------------------
+
+struct figure {
+  std::string family;  ///< "wire" or "wire-zmq"
+  std::string where;  ///< the transport's name
+  std::string name;
+  std::function<std::optional<double>(const run_context&)> run_once;
+
+  std::string label() const { return family + " " + where + " " + name; }
+  bool selected(const std::string& only) const {
+    return only.empty() || only == where || only == name || (only == "zmq" && family == "wire-zmq")
+        || (only == "raw" && family == "wire");
+  }
+};
+
+std::vector<figure> figures() {
+  std::vector<figure> f;
+  for (const transport t : {transport::pipe, transport::uds, transport::tcp}) {
+    f.push_back({"wire", name(t), "raw-roundtrip", [t](const run_context& c) { return raw_roundtrip(c, t); }});
+    f.push_back({"wire", name(t), "raw-pipelined", [t](const run_context& c) { return raw_pipelined(c, t); }});
+  }
+  for (const zmq_transport t : {zmq_transport::ipc, zmq_transport::tcp}) {
+    f.push_back({"wire-zmq", name(t), "reqrep", [t](const run_context& c) { return zmq_reqrep(c, t); }});
+    f.push_back({"wire-zmq", name(t), "pushpull", [t](const run_context& c) { return zmq_pushpull(c, t); }});
+  }
+  return f;
+}
+
+/// A ratio printed under the figures when both were measured: `of` / `to` (in ops/s).
+struct ratio {
+  std::string of, to;
+};
+
+std::vector<ratio> ratios() {
+  // ZeroMQ against the raw limit of the same kind of socket (ipc is a Unix socket). Courier's lines
+  // add theirs here: wait / raw-roundtrip, callback / raw-pipelined, end / pushpull, wait / reqrep.
+  return {{"wire-zmq ipc reqrep", "wire uds raw-roundtrip"}, {"wire-zmq tcp reqrep", "wire tcp raw-roundtrip"},
+          {"wire-zmq ipc pushpull", "wire uds raw-pipelined"}, {"wire-zmq tcp pushpull", "wire tcp raw-pipelined"}};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string only;
+  std::string cpus;
+  bool no_pin = false;
+  std::vector<char*> args{argv[0]};
+  for (int i = 1; i < argc; ++i) {  // --quick and --runs go to bench_util
+    const std::string a = argv[i];
+    if (a == "--only" && i + 1 < argc) {
+      only = argv[++i];
+    } else if (a == "--cpus" && i + 1 < argc) {
+      cpus = argv[++i];
+    } else if (a == "--no-pin") {
+      no_pin = true;
+    } else if (a == "--quick" || (a == "--runs" && i + 1 < argc)) {
+      args.push_back(argv[i]);
+      if (a == "--runs") args.push_back(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: %s [--quick] [--runs N] [--only pipe|uds|tcp|ipc|zmq|raw|<figure>] [--cpus C,S | --no-pin]\n",
+                   argv[0]);
+      return 2;
+    }
+  }
+  const auto opts = courier_bench::parse_options(static_cast<int>(args.size()), args.data());
+  if (!opts.ok) return 2;
+
+  std::vector<figure> chosen;
+  for (auto& f : figures())
+    if (f.selected(only)) chosen.push_back(std::move(f));
+  if (chosen.empty()) {  // scripts/run hands every bench the same line
+    std::printf("courier-net-bench: --only %s names no figure of this benchmark (pipe, uds, tcp, ipc, zmq, raw)\n",
+                only.c_str());
+    return 0;
+  }
+
+  ::signal(SIGPIPE, SIG_IGN);  // a dead peer is an error on write, not the end of the process
+  run_context c;
+  c.where = choose_placement();
+  if (no_pin) {
+    c.where.client_cpu = c.where.server_cpu = -1;
+  } else if (!cpus.empty()) {
+    int client_cpu = -1, server_cpu = -1;
+    if (std::sscanf(cpus.c_str(), "%d,%d", &client_cpu, &server_cpu) != 2 || client_cpu < 0 || server_cpu < 0) {
+      std::fprintf(stderr, "courier-net-bench: --cpus wants CLIENT,SERVER (e.g. 0,1), got '%s'\n", cpus.c_str());
+      return 2;
+    }
+    c.where.client_cpu = client_cpu;
+    c.where.server_cpu = server_cpu;
+  }
+  c.quick = opts.quick;
+  c.watchdog_s = opts.quick ? 20 : 60;
+  c.roundtrips = opts.quick ? 300 : 20'000;
+  c.messages = opts.quick ? 5'000 : 1'000'000;
+  c.scratch = "/tmp/courier-net-bench-" + std::to_string(::getpid());
+  const int runs = std::max(opts.runs, 1);
+
+  std::printf("machine: %s\n", courier_bench::machine_description().c_str());
+  std::printf("placement: %s%s\n", c.where.describe().c_str(),
+              c.where.client_cpu < 0 ? "" : "; threads a side starts (ZeroMQ's I/O thread) share its CPU");
+  std::printf("mode: %s, %zu round trips / %zu messages of %zu bytes per run (after a tenth as warm-up), "
+              "%zu in flight when pipelined, median of %d run(s) per figure\n",
+              opts.quick ? "quick" : "full", c.roundtrips, c.messages, message_size, in_flight, runs);
+  std::fflush(stdout);
+
+  // Round by round, every figure once per round (the order turning from round to round), so that a
+  // change in the machine's load hits all figures alike and the ratios compare like with like.
+  std::vector<std::vector<double>> results(chosen.size());
+  std::vector<bool> failed(chosen.size(), false);
+  for (int round = 0; round < runs; ++round) {
+    for (std::size_t k = 0; k < chosen.size(); ++k) {
+      const std::size_t i = (k + static_cast<std::size_t>(round)) % chosen.size();
+      if (failed[i]) continue;
+      if (const auto ops = chosen[i].run_once(c)) {
+        results[i].push_back(*ops);
+      } else {
+        std::fprintf(stderr, "courier-net-bench: %s failed\n", chosen[i].label().c_str());
+        failed[i] = true;
+      }
+    }
+  }
+
+  bool all_ok = true;
+  auto median_of = [&](const std::string& label) -> double {
+    for (std::size_t i = 0; i < chosen.size(); ++i)
+      if (chosen[i].label() == label && !failed[i]) return courier_bench::median(results[i]);
+    return 0;
+  };
+  for (std::size_t i = 0; i < chosen.size(); ++i) {
+    if (failed[i]) {
+      std::printf("%s FAILED\n", chosen[i].label().c_str());
+      all_ok = false;
+      continue;
+    }
+    const auto [lo, hi] = std::minmax_element(results[i].begin(), results[i].end());
+    std::printf("%s ops_per_s=%.0f\n", chosen[i].label().c_str(), courier_bench::median(results[i]));
+    if (runs > 1) std::printf("    %.0f..%.0f over %d runs\n", *lo, *hi, runs);
+  }
+  for (const auto& r : ratios()) {
+    const double of = median_of(r.of), to = median_of(r.to);
+    if (of > 0 && to > 0) std::printf("    ratio %s / %s = %.2f\n", r.of.c_str(), r.to.c_str(), of / to);
+  }
+  return all_ok ? 0 : 1;
+}
