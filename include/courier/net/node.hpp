@@ -139,6 +139,30 @@ class node {
     return actor_ref<I>(std::move(conn));
   }
 
+  /// A client on a stream that is already connected (a socket pair, an inherited descriptor):
+  /// like connect(), without the transport's part. The descriptor is made non-blocking.
+  template <class I>
+  courier::result<actor_ref<I>> adopt(socket connected, const connection_config& cfg = {}) {
+    if (auto ok = make_nonblocking(connected.fd()); !ok) return ok.err();
+    auto conn = core_->system().template spawn<client_connection<I>>(core_, std::move(connected), std::nullopt, cfg);
+    if (core_->system().settings().mode == courier::scheduling::threaded && courier::detail::current_actor == nullptr) {
+      auto ok = conn.ask(await_open{}, cfg.handshake_timeout + std::chrono::seconds(1));
+      if (!ok) {
+        conn.stop();
+        return ok.err();
+      }
+    }
+    return actor_ref<I>(std::move(conn));
+  }
+
+  /// Serves `target` on one stream that is already connected (the server side of adopt()).
+  template <class I>
+  courier::result<void> serve_connection(actor_ref<I> target, socket connected, const connection_config& cfg = {}) {
+    if (auto ok = make_nonblocking(connected.fd()); !ok) return ok.err();
+    core_->system().template spawn<server_connection<I>>(core_, std::move(connected), std::move(target), cfg);
+    return {};
+  }
+
   /// Serves `target` at `where` (uds or tcp; for --pipe, serve_stdio): each accepted connection
   /// gets its own connection actor, which hands calls to `target`.
   template <class I>
@@ -162,8 +186,7 @@ class node {
   courier::result<void> serve_stdio(actor_ref<I> target, const connection_config& cfg = {}) {
     auto sock = pipe_server_socket();
     if (!sock) return sock.err();
-    core_->system().template spawn<server_connection<I>>(core_, std::move(*sock), std::move(target), cfg);
-    return {};
+    return serve_connection(std::move(target), std::move(*sock), cfg);
   }
 
   /// Serves per `where`: serve_stdio for pipe, serve otherwise.

@@ -27,6 +27,7 @@
 #include <memory>
 #include <new>
 #include <optional>
+#include <typeinfo>
 #include <string>
 #include <utility>
 #include <vector>
@@ -149,7 +150,12 @@ class client_connection
       return {};
     }
     if (conn_.unwritten() > conn_.config().outbound_high_water) {
-      promise.fail(courier::error(errc::mailbox_full, "the connection's outbound buffer is above its high-water mark"));
+      if (promise.pending()) {
+        promise.fail(courier::error(errc::mailbox_full, "the connection's outbound buffer is above its high-water mark"));
+      } else {  // a one-way send has no one to tell but the dead-letter hook
+        ++conn_.stats().refused_sends;
+        courier::detail::dead_letter(this->core(), this->id(), typeid(M).name(), dead_letter_reason::mailbox_full);
+      }
       return {};
     }
     if (conn_.open() && !conn_.open_for_calls()) {
