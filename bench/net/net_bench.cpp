@@ -490,8 +490,16 @@ class summer : public courier::actor<summer, small_call> {
   std::int32_t on(const small_call& m) { return m.a + m.b + m.c + m.d + m.e; }
 };
 
+/// The system of each side: COURIER_NET_BENCH_WORKERS / _SPIN override the defaults (experiments).
+courier::config bench_config() {
+  courier::config cfg;
+  if (const char* w = std::getenv("COURIER_NET_BENCH_WORKERS")) cfg.workers = std::strtoul(w, nullptr, 10);
+  if (const char* s = std::getenv("COURIER_NET_BENCH_SPIN")) cfg.spin_rounds = static_cast<std::uint32_t>(std::strtoul(s, nullptr, 10));
+  return cfg;
+}
+
 int courier_server(int fd) {
-  courier::system sys;
+  courier::system sys{bench_config()};
   courier::net::node net(sys);
   courier::actor_ref<small_api> target = sys.spawn<summer>();
   if (!net.serve_connection(target, courier::net::socket(::dup(fd)))) return 1;
@@ -501,7 +509,7 @@ int courier_server(int fd) {
 /// Connects a client node on `fd` and runs `body` with the remote ref; ops/s, or -1.
 template <class Body>
 double courier_client(int fd, Body&& body) {
-  courier::system sys;
+  courier::system sys{bench_config()};
   courier::net::node net(sys);
   auto ref = net.adopt<small_api>(courier::net::socket(::dup(fd)));
   if (!ref) {
