@@ -58,8 +58,8 @@ class owned_handler : public io_handler {
   virtual ~owned_handler() = default;
 };
 
-/// A connection actor's registration with the reactor. Owned by the actor until it stops; then
-/// retired to the reactor thread, which frees it after the batch of events it may still be in.
+/// A connection actor's registration with the reactor, owned by the actor; freed when it stops,
+/// after reactor::remove (which waits for an on_io in progress on another thread).
 class io_link : public owned_handler {
  public:
   std::atomic<bool> queued{false};
