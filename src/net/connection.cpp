@@ -62,14 +62,18 @@ void connection::finish(courier::error why) {
 // is accepted, and a closed or failed session ends the connection (after `out_` is written).
 void connection::after_session_step() {
   const wire::session_state st = session_.state();
-  if (st != wire::session_state::handshaking && held_.size() != 0) {
-    std::byte* p = out_.extend(held_.size());
-    std::memcpy(p, held_.data(), held_.size());
-    held_.clear();
-  }
-  if (st == wire::session_state::open && !limits_agreed_) {
+  if (st == wire::session_state::open && !opened_) {
+    opened_ = true;
     send_limits_ = session_.agreed().peer_limits();  // what the peer announced it accepts
-    limits_agreed_ = true;
+  }
+  // Frames held back during the handshake follow it once it is accepted; after a failed
+  // handshake they never leave (their calls fail with the connection).
+  if (held_.size() != 0 && st != wire::session_state::handshaking) {
+    if (opened_) {
+      std::byte* p = out_.extend(held_.size());
+      std::memcpy(p, held_.data(), held_.size());
+    }
+    held_.clear();
   }
   if (st == wire::session_state::closed) {
     flush();
@@ -88,6 +92,7 @@ void connection::after_session_step() {
 }
 
 bool connection::flush() {
+  if (!sock_) return false;
   while (written_ < out_.size()) {
     const iovec piece{out_.data() + written_, out_.size() - written_};
     const io_result r = write_some(sock_, {&piece, 1});
@@ -102,9 +107,23 @@ bool connection::flush() {
     stats_.bytes_out += r.bytes;
     written_ += r.bytes;
   }
-  out_.clear();
-  written_ = 0;
+  if (written_ == out_.size()) {
+    out_.clear();
+    written_ = 0;
+  } else if (written_ >= out_.size() / 2) {
+    // The socket took part of it: move the rest to the front, so a peer that keeps just behind
+    // never makes the buffer grow without bound (unwritten() stays what it really holds).
+    const std::size_t rest = out_.size() - written_;
+    std::memmove(out_.data(), out_.data() + written_, rest);
+    out_.truncate(rest);
+    written_ = 0;
+  }
   return true;
+}
+
+void connection::close_socket() noexcept {
+  sock_.close();
+  if (!finished_) finish(courier::error(errc::connection_lost, "the connection was closed"));
 }
 
 }  // namespace courier::net

@@ -31,9 +31,14 @@ void node_core::poll_from_worker(void* self, int timeout_ms) noexcept {
 void node_core::wake_from_any(void* self) noexcept { static_cast<node_core*>(self)->reactor_.wake(); }
 
 void node_core::enter(courier::detail::actor_base* connection) {
-  std::lock_guard lock(mutex_);
-  connections_.push_back(connection);
-  ever_connected_ = true;
+  {
+    std::lock_guard lock(mutex_);
+    connections_.push_back(connection);
+    ever_connected_ = true;
+    if (!stopped_) return;
+  }
+  // Accepted or connected while stop() ran, after it asked the others to close: this one too.
+  connection->request_exit(errc::connection_lost, true);
 }
 
 void node_core::leave(courier::detail::actor_base* connection) noexcept {

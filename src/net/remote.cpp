@@ -51,6 +51,7 @@ void connection_base::detach() noexcept {
   link_->alive.store(false, std::memory_order_release);
   node_->io().remove(link_->fd);  // waits for an on_io running on another thread
   link_.reset();
+  conn_.close_socket();  // the peer sees the end now, not when the last reference goes
   node_->leave(self_base_);
 }
 

@@ -101,8 +101,8 @@ class connection {
   void tick();
   std::chrono::steady_clock::time_point next_deadline() const noexcept { return session_.next_deadline(); }
 
-  /// The peer's handshake was accepted: application frames flow.
-  bool open() const noexcept { return session_.state() != wire::session_state::handshaking; }
+  /// The peer's handshake was accepted (the connection may have finished since).
+  bool open() const noexcept { return opened_; }
   /// New calls and sends may go out (open, and neither side has sent close).
   bool open_for_calls() const noexcept { return session_.open_for_calls(); }
   /// Nothing more will come: closed in order, failed, or the peer went away. Close the socket.
@@ -111,6 +111,8 @@ class connection {
   const courier::error& why() const noexcept { return why_; }
   /// Ends the connection from our side with `why` (the socket is closed by the destructor).
   void fail(courier::error why);
+  /// Closes the socket now (the peer sees the end at once); the connection is finished.
+  void close_socket() noexcept;
 
   /// The limits frames we send must keep: ours, with the frame size the peer announced.
   const wire::limits& send_limits() const noexcept { return send_limits_; }
@@ -134,7 +136,7 @@ class connection {
   std::unique_ptr<std::byte[]> read_buf_;
   connection_stats stats_;
   wire::limits send_limits_;
-  bool limits_agreed_ = false;
+  bool opened_ = false;
   bool finished_ = false;
   courier::error why_;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
@@ -142,6 +144,7 @@ class connection {
 
 template <class Handler>
 bool connection::receive(Handler& handler) {
+  if (!sock_) return false;
   std::size_t taken = 0;
   while (!finished_ && taken < cfg_.read_budget) {
     const io_result r = read_some(sock_, {read_buf_.get(), cfg_.read_chunk});

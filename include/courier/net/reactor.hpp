@@ -23,8 +23,8 @@
 /// reactor's thread). run_once(timeout, buffer) may run on several threads at once (the workers of a
 /// system that poll it when they would park, see node.hpp). Handlers run under the registration
 /// table's lock, so handlers are called one at a time, and remove() waits for a running on_io() of
-/// that descriptor: once remove() returned the handler may be destroyed (remove() must therefore
-/// not be called from inside an on_io()). add() and modify() may be called from any thread. wake()
+/// that descriptor: once remove() returned the handler may be destroyed. A handler may remove()
+/// registrations, its own included (the lock is recursive). add() and modify() may be called from any thread. wake()
 /// is safe anywhere, including signal handlers.
 
 #include <sys/epoll.h>
@@ -90,7 +90,7 @@ class reactor {
 
   socket epoll_;
   socket wake_;
-  mutable std::mutex table_mutex_;
+  mutable std::recursive_mutex table_mutex_;  // recursive: a handler may remove() registrations, its own included
   std::vector<slot> slots_;  // by descriptor number
   std::size_t watched_ = 0;
   static constexpr std::size_t batch = 64;

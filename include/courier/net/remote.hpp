@@ -166,12 +166,15 @@ class client_connection
       if (auto ok = wire::encode(conn_.frames(), msg, wire::route{wire::kind::send, 0, 0}, limits()); !ok) ++encode_failures_;
       return {};
     }
-    const std::uint64_t tid = next_tid_;
-    call_slot& slot = calls_[tid & (calls_.size() - 1)];
-    if (slot.tid != 0 && !reclaim(slot)) {
+    if (in_flight_ >= conn_.config().max_in_flight) {
       promise.fail(courier::error(errc::mailbox_full, "too many calls in flight on this connection"));
       return {};
     }
+    // The next transaction id whose slot is free (a slot whose caller gave up may be reused): a
+    // call that stays unanswered keeps its slot without holding up the ids after it.
+    while (calls_[next_tid_ & (calls_.size() - 1)].tid != 0 && !reclaim(calls_[next_tid_ & (calls_.size() - 1)])) ++next_tid_;
+    const std::uint64_t tid = next_tid_;
+    call_slot& slot = calls_[tid & (calls_.size() - 1)];
     if (auto ok = wire::encode(conn_.frames(), msg, wire::route{wire::kind::call, tid, 0}, limits()); !ok) {
       promise.fail(courier::error(errc::invalid_argument, "cannot encode the call: " + ok.err().message()));
       return {};
@@ -197,10 +200,10 @@ class client_connection
 
   response_promise<unit> on(const await_open&) {
     auto promise = this->template make_response_promise<unit>();
-    if (conn_.open())
-      promise.deliver();
-    else if (conn_.finished())
+    if (conn_.finished())
       promise.fail(conn_.why());
+    else if (conn_.open())
+      promise.deliver();
     else
       open_waiters_.push_back(std::move(promise));
     return {};
@@ -225,9 +228,11 @@ class client_connection
   // server calling us, which a client connection does not serve).
   void on_frame(const wire::frame_view& f) {
     if (f.kind() != wire::kind::reply && f.kind() != wire::kind::error) {
-      if (f.kind() == wire::kind::call)
+      if (f.kind() == wire::kind::call) {
         detail::write_error_frame(conn_, f.transaction_id(), f.context_id(), f.token(),
                                   courier::error(errc::no_such_service, "this peer is a client and serves nothing"));
+        conn_.reply_sent();
+      }
       return;
     }
     call_slot& slot = calls_[f.transaction_id() & (calls_.size() - 1)];
@@ -257,6 +262,20 @@ class client_connection
     --in_flight_;
   }
 
+  // A reply (or error) to one of our calls arrived spoiled: that call fails, the connection goes on.
+  void on_bad_reply(std::uint64_t tid, const wire::error& e) {
+    call_slot& slot = calls_[tid & (calls_.size() - 1)];
+    if (tid == 0 || slot.tid != tid) return;
+    table::visit(slot.position, [&]<std::size_t P>() {
+      using R = typename table::template reply_at<P>;
+      auto* promise = std::launder(reinterpret_cast<response_promise<R>*>(slot.storage));
+      promise->fail(courier::error(errc::protocol_error, "the reply was spoiled: " + e.message()));
+      promise->~response_promise<R>();
+    });
+    slot.tid = 0;
+    --in_flight_;
+  }
+
   /// Calls waiting for their reply.
   std::size_t in_flight() const noexcept { return in_flight_; }
 
@@ -279,11 +298,12 @@ class client_connection
   void drain() {
     const bool was_open = conn_.open();
     if (conn_.receive(*this)) this->self().send(io_ready{});  // budget spent: yield, read on later
-    if (!was_open && conn_.open()) {
+    if (conn_.finished()) {
+      lose();  // fails the waiters with why (a refused or spoiled handshake too)
+    } else if (!was_open && conn_.open()) {
       for (auto& w : open_waiters_) w.deliver();
       open_waiters_.clear();
     }
-    if (conn_.finished()) lose();
   }
 
   // A slot whose caller already gave up (timed out) may be reused; its reply will find no call.
@@ -381,7 +401,9 @@ class server_connection : public courier::actor<server_connection<I>, io_ready, 
   }
 
   void on(const session_tick&) {
-    conn_.tick();
+    // While paused for back-pressure we do not read, so the peer's bytes (its pongs too) wait in
+    // the socket: silence then says nothing about the peer, and the keepalive waits with us.
+    if (!paused_) conn_.tick();
     if (conn_.finished()) this->stop();
   }
 
