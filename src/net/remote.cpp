@@ -50,6 +50,7 @@ void connection_base::detach() noexcept {
   if (!link_) return;
   link_->alive.store(false, std::memory_order_release);
   node_->io().remove(link_->fd);
+  conn_.close_socket();
   node_->retire(std::move(link_));
   node_->leave(self_base_);
 }

@@ -109,6 +109,9 @@ class connection {
   const courier::error& why() const noexcept { return why_; }
   /// Ends the connection from our side with `why` (the socket is closed by the destructor).
   void fail(courier::error why);
+  /// Closes the socket now (its actor stopped): the descriptor must not wait for the last ref to
+  /// the actor, which a caller may hold for long.
+  void close_socket() noexcept { sock_.close(); }
 
   /// The limits frames we send must keep: ours, with the frame size the peer announced.
   const wire::limits& send_limits() const noexcept { return send_limits_; }

@@ -206,6 +206,7 @@ class client_connection
   }
 
   void on_stop() {
+    ticks_.cancel();  // the timer holds a ref to this actor until it ends
     fail_all(conn_.finished() ? conn_.why() : courier::error(errc::connection_lost, "the connection was stopped"));
     if (conn_.open() && !conn_.finished()) {
       conn_.close("client stopped");
@@ -389,6 +390,7 @@ class server_connection : public courier::actor<server_connection<I>, io_ready, 
   }
 
   void on_stop() {
+    ticks_.cancel();  // the timer holds a ref to this actor until it ends
     if (conn_.open() && !conn_.finished()) {
       conn_.close("server stopped");
       flush();
