@@ -204,6 +204,15 @@ class raw_peer {
     return as_string(out);
   }
 
+  // A frame with no body: close, ping, pong.
+  static std::string control_bytes(wire::kind k, std::uint64_t tid = 0) {
+    std::string f = call_bytes(add{}, 1).substr(0, wire::header_size);
+    f[6] = static_cast<char>(k);
+    std::memset(f.data() + 8, 0, 8);  // body length and token
+    std::memcpy(f.data() + 16, &tid, 8);
+    return f;
+  }
+
   static std::string as_string(const wire::out_buffer& out) {
     return std::string(reinterpret_cast<const char*>(out.data()), out.size());
   }
@@ -563,6 +572,54 @@ TEST_CASE("SIGPIPE never kills: a server answering a client that closed, a clien
   });
 }
 
+TEST_CASE("a client's orderly close: its calls are answered, a call after its close gets 260, then close",
+          "[net][failure][close]") {
+  courier_test::watchdog wd("orderly close", 40s);
+  each_transport("close", [](const endpoint& at) {
+    server srv(at, short_config());
+    raw_peer raw(srv.where);
+    REQUIRE(raw.handshake());
+    REQUIRE(raw.write(raw_peer::call_bytes(slow{200, 5}, 1) + raw_peer::control_bytes(wire::kind::close) +
+                      raw_peer::call_bytes(add{1, 2}, 2)));  // the last breaks the rule: a call after close
+    std::vector<frame> seen;
+    while (auto f = raw.next()) {
+      seen.push_back(*f);
+      if (f->kind == wire::kind::close) break;
+    }
+    REQUIRE(seen.size() == 3);
+    CHECK(seen[0].kind == wire::kind::error);  // the call after our close is not run
+    CHECK(seen[0].tid == 2);
+    CHECK(seen[0].code == static_cast<std::uint32_t>(errc::system_shutdown));
+    CHECK(seen[1].kind == wire::kind::reply);  // the call before it is answered
+    CHECK(seen[1].tid == 1);
+    CHECK(seen[2].kind == wire::kind::close);  // and only then the server's close
+    raw.close();
+    CHECK(srv.connections_become(0));
+  });
+}
+
+TEST_CASE("a client that goes silent after the handshake is pinged, then dropped as dead", "[net][failure][keepalive]") {
+  courier_test::watchdog wd("dead client", 40s);
+  each_transport("dead", [](const endpoint& at) {
+    auto cfg = short_config();
+    cfg.ping_interval = 100ms;  // dead after 3 intervals of silence
+    server srv(at, cfg);
+    good_client good(srv.where);
+    raw_peer raw(srv.where);
+    REQUIRE(raw.handshake());
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<frame> seen;
+    REQUIRE(raw.wait_eof(10s, &seen));
+    const auto took = std::chrono::steady_clock::now() - t0;
+    CHECK(took >= 250ms);
+    CHECK(took < 5s);
+    REQUIRE_FALSE(seen.empty());
+    for (const frame& f : seen) CHECK(f.kind == wire::kind::ping);  // and nothing else: no error frame
+    CHECK(srv.connections_become(1));
+    CHECK(good.works());  // the good client answers pings: alive
+  });
+}
+
 namespace {
 
 // Opens `rounds` connections one after the other, one call on each, then stops the connection (a
@@ -730,6 +787,57 @@ TEST_CASE("a server process SIGKILLed mid-call: connection_lost in bounded time 
     CHECK(WIFSIGNALED(status));
     CHECK(settles([&] { return net.connections() == 0; }));
   }
+}
+
+TEST_CASE("a server process that stops answering (SIGSTOP): the call fails once the peer is found dead",
+          "[net][failure][kill][keepalive]") {
+  courier_test::watchdog wd("stopped server", 60s);
+  endpoint where = uds_at("stopped");
+  const pid_t pid = spawn_server({"--silent", "--uds", "--file", where.file});
+  courier::system sys;
+  courier::net::node net{sys};
+  courier::net::connection_config cfg;
+  cfg.ping_interval = 100ms;
+  std::optional<courier::actor_ref<calc::api>> ref;
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (!ref && std::chrono::steady_clock::now() < until) {
+    if (auto r = net.connect<calc::api>(where, cfg)) ref = *r;
+    else std::this_thread::sleep_for(20ms);
+  }
+  REQUIRE(ref);
+  REQUIRE(ref->ask(calc::add{1, 2}, 5s));
+  std::promise<courier::error> failed;
+  ref->request(calc::slow{20'000, 1}, 30s).then([&failed](std::int32_t) { failed.set_value({}); },
+                                               [&failed](const courier::error& e) { failed.set_value(e); });
+  REQUIRE(::kill(pid, SIGSTOP) == 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto call = failed.get_future();
+  const bool done = call.wait_for(10s) == std::future_status::ready;
+  ::kill(pid, SIGKILL);
+  ::kill(pid, SIGCONT);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  REQUIRE(done);
+  const courier::error e = call.get();
+  INFO(e.describe());
+  CHECK(e == errc::connection_lost);
+  CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+  CHECK(settles([&] { return net.connections() == 0; }));
+}
+
+TEST_CASE("a pipe server that exits at once: connect fails naming its exit status", "[net][failure][pipe]") {
+  courier_test::watchdog wd("pipe exit", 30s);
+  courier::system sys;
+  courier::net::node net{sys};
+  endpoint where;
+  where.kind = endpoint::kind_t::pipe;
+  where.command = {COURIER_TEST_CALC_SERVER, "--no-such-option"};  // exits with status 2
+  auto ref = net.connect<calc::api>(where);
+  REQUIRE_FALSE(ref);
+  INFO(ref.err().describe());
+  CHECK(ref.err() == errc::connection_lost);
+  CHECK(ref.err().text.find("status 2") != std::string::npos);
+  CHECK(settles([&] { return net.connections() == 0; }));
 }
 
 TEST_CASE("a pipe server SIGKILLed mid-call: connection_lost naming the exit status", "[net][failure][kill][pipe]") {
