@@ -24,6 +24,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <future>
 #include <memory>
 #include <new>
 #include <optional>
@@ -126,10 +127,13 @@ class client_connection
   using table = wire_interface<I>;
 
  public:
+  /// `opened`, if given, is told once how the handshake ended: an empty error when it was
+  /// accepted, else why the connection was lost (node::connect waits on it from a plain thread).
   client_connection(std::shared_ptr<detail::node_core> node, socket sock, std::optional<child_process> child,
-                    const connection_config& cfg)
+                    const connection_config& cfg, std::shared_ptr<std::promise<courier::error>> opened = nullptr)
       : detail::connection_base(std::move(node), std::move(sock), wire::role::initiator, cfg),
         child_(std::move(child)),
+        opened_(std::move(opened)),
         calls_(round_up_pow2(cfg.max_in_flight)) {}
 
   void on_start() {
@@ -145,7 +149,7 @@ class client_connection
     using R = typename I::template reply_type<M>;
     auto promise = this->template make_response_promise<R>();
     if (conn_.finished()) {
-      promise.fail(conn_.why());
+      promise.fail(why());
       return {};
     }
     if (conn_.unwritten() > conn_.config().outbound_high_water) {
@@ -191,10 +195,10 @@ class client_connection
 
   response_promise<unit> on(const await_open&) {
     auto promise = this->template make_response_promise<unit>();
-    if (conn_.open())
+    if (conn_.finished())  // first: a handshake that failed has left `handshaking` too
+      promise.fail(why());
+    else if (conn_.open())
       promise.deliver();
-    else if (conn_.finished())
-      promise.fail(conn_.why());
     else
       open_waiters_.push_back(std::move(promise));
     return {};
@@ -207,7 +211,7 @@ class client_connection
 
   void on_stop() {
     ticks_.cancel();  // the timer holds a ref to this actor until it ends
-    fail_all(conn_.finished() ? conn_.why() : courier::error(errc::connection_lost, "the connection was stopped"));
+    fail_all(conn_.finished() ? why() : courier::error(errc::connection_lost, "the connection was stopped"));
     if (conn_.open() && !conn_.finished()) {
       conn_.close("client stopped");
       flush();
@@ -274,9 +278,10 @@ class client_connection
   void drain() {
     const bool was_open = conn_.open();
     if (conn_.receive(*this)) this->self().send(io_ready{});  // budget spent: yield, read on later
-    if (!was_open && conn_.open()) {
+    if (!was_open && conn_.open() && !conn_.finished()) {
       for (auto& w : open_waiters_) w.deliver();
       open_waiters_.clear();
+      if (auto o = std::exchange(opened_, nullptr)) o->set_value({});
     }
     if (conn_.finished()) lose();
   }
@@ -319,21 +324,28 @@ class client_connection
     in_flight_ = 0;
     for (auto& w : open_waiters_) w.fail(why);
     open_waiters_.clear();
+    if (auto o = std::exchange(opened_, nullptr)) o->set_value(why);
   }
 
+  // Why the connection finished, with the pipe server's exit status once it is known.
+  const courier::error& why() const noexcept { return lost_ ? lost_why_ : conn_.why(); }
+
   // The connection is over: fail what waits, and stop with connection_lost (or protocol_error)
-  // so monitors hear why.
+  // so monitors hear why. The stop is queued behind the messages already sent to us, so that
+  // they fail with why() rather than actor_stopped: node::connect's await_open among them, which
+  // is queued right after the spawn and would otherwise lose a pipe server's exit status when
+  // the server exits before the handshake.
   void lose() {
     if (lost_) return;
-    lost_ = true;
-    courier::error why = conn_.why();
+    lost_why_ = conn_.why();
     if (child_) {
       reap_child(std::chrono::milliseconds(200));
-      if (exit_status_) why.text += "; server process exited with status " + std::to_string(*exit_status_);
+      if (exit_status_) lost_why_.text += "; server process exited with status " + std::to_string(*exit_status_);
     }
-    fail_all(why);
-    const errc reason = why.code == errc::protocol_error ? errc::protocol_error : errc::connection_lost;
-    this->request_exit(reason, true);
+    lost_ = true;
+    fail_all(lost_why_);
+    const errc reason = lost_why_.code == errc::protocol_error ? errc::protocol_error : errc::connection_lost;
+    this->request_exit(reason, false);
   }
 
   void reap_child(std::chrono::milliseconds grace) {
@@ -344,12 +356,14 @@ class client_connection
 
   std::optional<child_process> child_;
   std::optional<int> exit_status_;
+  std::shared_ptr<std::promise<courier::error>> opened_;
   timer_handle ticks_;
   std::vector<call_slot> calls_;
   std::vector<response_promise<unit>> open_waiters_;
   std::uint64_t next_tid_ = 1;
   std::size_t in_flight_ = 0;
   std::uint64_t encode_failures_ = 0;
+  courier::error lost_why_;
   bool lost_ = false;
 };
 
