@@ -831,12 +831,12 @@ TEST_CASE("a pipe server that exits at once: connect fails naming its exit statu
   courier::net::node net{sys};
   endpoint where;
   where.kind = endpoint::kind_t::pipe;
-  where.command = {COURIER_TEST_CALC_SERVER, "--no-such-option"};  // exits with status 2
+  where.command = {"/bin/sh", "-c", "exit 3"};  // a server that dies before its handshake
   auto ref = net.connect<calc::api>(where);
   REQUIRE_FALSE(ref);
   INFO(ref.err().describe());
   CHECK(ref.err() == errc::connection_lost);
-  CHECK(ref.err().text.find("status 2") != std::string::npos);
+  CHECK(ref.err().text.find("status 3") != std::string::npos);
   CHECK(settles([&] { return net.connections() == 0; }));
 }
 
