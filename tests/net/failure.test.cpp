@@ -303,6 +303,16 @@ class raw_peer {
   bool eof_ = false;
 };
 
+// Waits until `done` holds; false after `limit`.
+bool settles(const std::function<bool()>& done, std::chrono::milliseconds limit = 10s) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(10ms);
+  }
+  return true;
+}
+
 courier::net::connection_config short_config() {
   courier::net::connection_config cfg;
   cfg.handshake_timeout = 500ms;
@@ -622,6 +632,69 @@ TEST_CASE("a client that goes silent after the handshake is pinged, then dropped
 
 namespace {
 
+// A one-connection peer for a client to connect to: `serve` runs on its own thread with the
+// accepted socket (no REQUIRE there: Catch's assertions belong to the test's thread).
+struct raw_server {
+  courier::net::listener listening;
+  endpoint where;
+  std::thread thread;
+
+  raw_server(const endpoint& at, std::function<void(courier::net::socket&)> serve) {
+    auto l = courier::net::listen(at);
+    REQUIRE(l);
+    listening = std::move(*l);
+    where = at;
+    if (at.kind == endpoint::kind_t::tcp) where.port = listening.port();
+    thread = std::thread([this, serve = std::move(serve)] {
+      if (!courier_test::wait_for(listening.fd(), POLLIN)) return;
+      auto s = listening.accept();
+      if (s) serve(*s);
+    });
+  }
+  ~raw_server() { thread.join(); }
+};
+
+}  // namespace
+
+TEST_CASE("a server that sends garbage: the client's call fails with protocol_error, the connection ends",
+          "[net][failure]") {
+  courier_test::watchdog wd("garbage server", 40s);
+  each_transport("garbage-srv", [](const endpoint& at) {
+    const std::string hello = raw_peer::handshake_bytes();
+    raw_server peer(at, [&hello](courier::net::socket& s) {
+      courier_test::write_all(s, hello);
+      courier_test::read_exactly(s, hello.size() + 1, 2s);  // the client's handshake and its first call
+      courier_test::write_all(s, "this is not a frame header, not at all");
+      courier_test::read_exactly(s, 1 << 20, 2s);  // until the client closes
+    });
+    courier::system sys;
+    courier::net::node net{sys};
+    auto ref = net.connect<api>(peer.where);
+    REQUIRE(ref);
+    auto r = ref->ask(add{1, 2}, 5s);
+    REQUIRE_FALSE(r);
+    INFO(r.err().describe());
+    CHECK(r.err() == errc::protocol_error);
+    CHECK(settles([&] { return net.connections() == 0; }));
+  });
+}
+
+TEST_CASE("a server that accepts and closes at once: connect fails with connection_lost", "[net][failure]") {
+  courier_test::watchdog wd("closing server", 40s);
+  each_transport("closes", [](const endpoint& at) {
+    raw_server peer(at, [](courier::net::socket& s) { s.close(); });
+    courier::system sys;
+    courier::net::node net{sys};
+    auto ref = net.connect<api>(peer.where);
+    REQUIRE_FALSE(ref);
+    INFO(ref.err().describe());
+    CHECK(ref.err() == errc::connection_lost);
+    CHECK(settles([&] { return net.connections() == 0; }));
+  });
+}
+
+namespace {
+
 // Opens `rounds` connections one after the other, one call on each, then stops the connection (a
 // connection actor, like any actor, runs until stopped: dropping the last ref does not end it).
 void open_and_close(server& srv, courier::net::node& client, int rounds) {
@@ -633,15 +706,6 @@ void open_and_close(server& srv, courier::net::node& client, int rounds) {
     REQUIRE(*r == i + 1);
     ref->stop();
   }
-}
-
-bool settles(const std::function<bool()>& done, std::chrono::milliseconds limit = 10s) {
-  const auto until = std::chrono::steady_clock::now() + limit;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(10ms);
-  }
-  return true;
 }
 
 }  // namespace
