@@ -663,7 +663,12 @@ TEST_CASE("a server that sends garbage: the client's call fails with protocol_er
     const std::string hello = raw_peer::handshake_bytes();
     raw_server peer(at, [&hello](courier::net::socket& s) {
       courier_test::write_all(s, hello);
-      courier_test::read_exactly(s, hello.size() + 1, 2s);  // the client's handshake and its first call
+      // The client's handshake, then its first call's header: the garbage must follow the handshake.
+      const std::string header = courier_test::read_exactly(s, wire::header_size, 5s);
+      if (header.size() != wire::header_size) return;
+      std::uint32_t body_length = 0;
+      std::memcpy(&body_length, header.data() + 8, 4);
+      courier_test::read_exactly(s, body_length + wire::header_size, 5s);
       courier_test::write_all(s, "this is not a frame header, not at all");
       courier_test::read_exactly(s, 1 << 20, 2s);  // until the client closes
     });
