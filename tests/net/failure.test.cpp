@@ -684,6 +684,43 @@ TEST_CASE("a server that sends garbage: the client's call fails with protocol_er
   });
 }
 
+TEST_CASE("a server that never reads: calls past the client's marks fail with mailbox_full, the rest with "
+          "connection_lost when it goes; none waits forever", "[net][failure][backpressure]") {
+  courier_test::watchdog wd("server never reads", 60s);
+  each_transport("noread", [](const endpoint& at) {
+    const std::string hello = raw_peer::handshake_bytes();
+    std::promise<void> release;
+    auto go = release.get_future().share();
+    raw_server peer(at, [&hello, go](courier::net::socket& s) {
+      courier_test::write_all(s, hello);
+      go.wait_for(30s);  // reads nothing meanwhile
+    });
+    courier::system sys;
+    courier::net::node net{sys};
+    courier::net::connection_config cfg;
+    cfg.max_in_flight = 1024;
+    cfg.outbound_high_water = 16 * 1024;
+    auto ref = net.connect<api>(peer.where, cfg);
+    REQUIRE(ref);
+    constexpr int calls = 20'000;
+    std::atomic<int> full{0}, lost{0}, other{0};
+    for (int i = 0; i < calls; ++i)
+      ref->request(add{i, 1}, 30s).then([&other](std::int32_t) { ++other; },
+                                       [&](const courier::error& e) {
+                                         if (e == errc::mailbox_full) ++full;
+                                         else if (e == errc::connection_lost) ++lost;
+                                         else ++other;
+                                       });
+    CHECK(settles([&] { return full.load() > 0 && full.load() + lost.load() + other.load() < calls; }));
+    release.set_value();  // the server closes with everything unread
+    CHECK(settles([&] { return full.load() + lost.load() + other.load() == calls; }));
+    INFO("mailbox_full " << full.load() << ", connection_lost " << lost.load() << ", other " << other.load());
+    CHECK(full.load() >= calls - 2 * static_cast<int>(cfg.max_in_flight));
+    CHECK(lost.load() > 0);
+    CHECK(other.load() == 0);
+  });
+}
+
 TEST_CASE("a server that accepts and closes at once: connect fails with connection_lost", "[net][failure]") {
   courier_test::watchdog wd("closing server", 40s);
   each_transport("closes", [](const endpoint& at) {

@@ -9,7 +9,9 @@
 ///   one waits, else a `call` with the next transaction id) and keeps the request's promise in a
 ///   table indexed by transaction id; the reply frame settles that promise. When the connection
 ///   is lost, every call in flight fails with errc::connection_lost and the actor stops with that
-///   reason, so monitors see `down` with connection_lost.
+///   reason, so monitors see `down` with connection_lost. Like any actor it runs until it stops:
+///   dropping the last ref does not close the connection; `ref.stop()` (or node::stop) does, and
+///   closes its socket at once even while other refs to it remain.
 /// - `server_connection<I>` serves one accepted connection: it decodes each call or send by token
 ///   (the table of wire_interface<I>), hands it to the served `actor_ref<I>` as a request (or a
 ///   send), and encodes the reply as RETURN, a failure as ERROR with its `errc` number. The
