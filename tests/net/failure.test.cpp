@@ -537,6 +537,35 @@ TEST_CASE("a flood of calls whose replies are never read: the server stops readi
   });
 }
 
+TEST_CASE("a node stops in bounded time with misbehaving clients connected", "[net][failure]") {
+  courier_test::watchdog wd("stop with bad clients", 40s);
+  each_transport("stopbad", [](const endpoint& at) {
+    auto cfg = short_config();
+    cfg.handshake_timeout = 20s;  // the silent client is still there when the node stops
+    cfg.max_in_flight = 16;
+    cfg.outbound_high_water = 4096;
+    server srv(at, cfg);
+    raw_peer silent(srv.where);  // never speaks
+    raw_peer half(srv.where);    // half a frame
+    REQUIRE(half.handshake());
+    const std::string call = raw_peer::call_bytes(slow{10'000, 1}, 1);
+    REQUIRE(half.write(std::string_view(call).substr(0, call.size() - 3)));
+    raw_peer busy(srv.where);  // calls in flight that take 10 s, more waiting unread
+    std::string calls = raw_peer::handshake_bytes();
+    for (std::uint64_t tid = 1; tid <= 2000; ++tid) calls += raw_peer::call_bytes(slow{10'000, 1}, tid);
+    const iovec piece{calls.data(), calls.size()};
+    (void)courier::net::write_some(busy.sock(), {&piece, 1});  // what fits
+    REQUIRE(srv.connections_become(3));
+    const auto t0 = std::chrono::steady_clock::now();
+    srv.net.stop();
+    CHECK(std::chrono::steady_clock::now() - t0 < 4s);  // the grace is 2 s
+    CHECK(srv.net.connections() == 0);
+    CHECK(silent.wait_eof(5s));
+    CHECK(half.wait_eof(5s));
+    CHECK(busy.wait_eof(5s));
+  });
+}
+
 TEST_CASE("SIGPIPE never kills: a server answering a client that closed, a client writing to a dead server",
           "[net][failure][sigpipe]") {
   courier_test::watchdog wd("sigpipe", 40s);
