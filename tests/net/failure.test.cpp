@@ -1,12 +1,18 @@
-// Failure semantics and bad input, end to end (docs/protocol.md sections 8, 9, 11, 13): a server
-// served by a node over uds and tcp survives clients that die mid-frame, send garbage, send a frame
-// past its size limit, flood it without reading, or never speak, and serves a well-behaved client
-// meanwhile; a server killed mid-call fails the client's call with connection_lost in bounded time
-// (over uds and over pipe, where the error names the exit status); SIGPIPE never kills; 1,000
-// remote connections opened and closed leave no descriptor, thread or connection behind.
+// Failure semantics and bad input, end to end (docs/protocol.md sections 8, 9, 11-13).
 //
-// The misbehaving clients are raw sockets that speak the protocol byte by byte (raw_peer below), so
-// the test checks the exact frames the server answers with.
+// Server side (a node serving an actor over uds and tcp, a well-behaved client served meanwhile):
+// clients that die mid-frame, send garbage (first or after the handshake), a spoiled call, a frame
+// past the size limit, a non-handshake first frame, a second handshake, nothing at all, nothing
+// after the handshake (keepalive), an orderly close with calls around it, a flood of calls whose
+// replies they never read; a node stopping with such clients connected; a pipe server fed garbage.
+// Client side: a server that sends garbage, one that accepts and closes, one that never reads,
+// one SIGKILLed mid-call (the calc example in another process, over uds, tcp and pipe, where the
+// error names the exit status), one SIGSTOPped, a pipe server that exits before its handshake.
+// SIGPIPE never kills; 1,000 remote connections opened and stopped leave no descriptor, thread
+// or connection behind, and a stopped connection's socket closes while refs to it remain.
+//
+// The misbehaving peers are raw sockets that speak the protocol byte by byte (raw_peer and
+// raw_server below), so the tests check the exact frames answered.
 #include "courier/net/node.hpp"
 
 #include <signal.h>
@@ -753,6 +759,61 @@ TEST_CASE("a server that never reads: calls past the client's marks fail with ma
     CHECK(full.load() >= calls - 2 * static_cast<int>(cfg.max_in_flight));
     CHECK(lost.load() > 0);
     CHECK(other.load() == 0);
+  });
+}
+
+namespace {
+
+// Reads one frame (header, then body) from a blocking-style raw socket; empty on time-out or end.
+std::string read_frame(const courier::net::socket& s) {
+  std::string header = courier_test::read_exactly(s, wire::header_size, 5s);
+  if (header.size() != wire::header_size) return {};
+  std::uint32_t body_length = 0;
+  std::memcpy(&body_length, header.data() + 8, 4);
+  return header + courier_test::read_exactly(s, body_length, 5s);
+}
+
+// A RETURN frame for `call` (its token and transaction id, or `tid` if given) carrying one int32.
+std::string reply_bytes(const std::string& call, std::int32_t value, std::uint64_t tid = 0) {
+  std::string f = call.substr(0, wire::header_size);
+  f[6] = static_cast<char>(wire::kind::reply);
+  const std::uint32_t body_length = 5;
+  std::memcpy(f.data() + 8, &body_length, 4);
+  if (tid != 0) std::memcpy(f.data() + 16, &tid, 8);
+  f += '\x04';  // int32 (docs/protocol.md section 7)
+  f.append(reinterpret_cast<const char*>(&value), 4);
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("a late reply and a reply for no call are dropped; the next call gets its own reply", "[net][failure][timeout]") {
+  courier_test::watchdog wd("late reply", 40s);
+  each_transport("late", [](const endpoint& at) {
+    const std::string hello = raw_peer::handshake_bytes();
+    raw_server peer(at, [&hello](courier::net::socket& s) {
+      courier_test::write_all(s, hello);
+      if (read_frame(s).empty()) return;  // the client's handshake
+      const std::string first = read_frame(s);
+      if (first.empty()) return;
+      std::this_thread::sleep_for(300ms);  // the caller gives up after 100 ms
+      courier_test::write_all(s, reply_bytes(first, 999) + reply_bytes(first, 998, 777'777));
+      const std::string second = read_frame(s);
+      if (second.empty()) return;
+      courier_test::write_all(s, reply_bytes(second, 7));
+      courier_test::read_exactly(s, 1 << 20, 2s);  // until the client closes
+    });
+    courier::system sys;
+    courier::net::node net{sys};
+    auto ref = net.connect<api>(peer.where);
+    REQUIRE(ref);
+    auto late = ref->ask(add{1, 2}, 100ms);
+    REQUIRE_FALSE(late);
+    CHECK(late.err() == errc::request_timeout);
+    auto next = ref->ask(add{3, 4}, 5s);
+    REQUIRE(next);
+    CHECK(*next == 7);
+    ref->stop();
   });
 }
 
