@@ -26,6 +26,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -131,12 +132,27 @@ class node {
   courier::result<actor_ref<I>> connect(const endpoint& where, const connection_config& cfg = {}) {
     auto c = net::connect(where);
     if (!c) return c.err();
-    auto conn = core_->system().template spawn<client_connection<I>>(core_, std::move(c->sock), std::move(c->child), cfg);
+    // Told by the connection itself rather than asked: a connection lost before an ask reached
+    // it (a pipe server that exits at once) would answer actor_stopped and lose the reason.
+    auto opened = std::make_shared<std::promise<courier::error>>();
+    auto outcome = opened->get_future();
+    auto conn = core_->system().template spawn<client_connection<I>>(core_, std::move(c->sock), std::move(c->child), cfg,
+                                                                      std::move(opened));
     if (core_->system().settings().mode == courier::scheduling::threaded && courier::detail::current_actor == nullptr) {
-      auto ok = conn.ask(await_open{}, cfg.handshake_timeout + std::chrono::seconds(1));
-      if (!ok) {
+      // The session's own handshake time-out ends the wait; the extra second is a backstop.
+      if (outcome.wait_for(cfg.handshake_timeout + std::chrono::seconds(1)) != std::future_status::ready) {
         conn.stop();
-        return ok.err();
+        return courier::error(errc::request_timeout, "connect " + to_string(where) + ": no handshake in time");
+      }
+      courier::error e;
+      try {
+        e = outcome.get();
+      } catch (const std::future_error&) {  // the actor was destroyed without starting (system shut down)
+        e = courier::error(errc::connection_lost, "connect " + to_string(where) + ": the connection never started");
+      }
+      if (e) {
+        conn.stop();
+        return e;
       }
     }
     return actor_ref<I>(std::move(conn));

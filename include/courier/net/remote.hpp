@@ -9,7 +9,9 @@
 ///   one waits, else a `call` with the next transaction id) and keeps the request's promise in a
 ///   table indexed by transaction id; the reply frame settles that promise. When the connection
 ///   is lost, every call in flight fails with errc::connection_lost and the actor stops with that
-///   reason, so monitors see `down` with connection_lost.
+///   reason, so monitors see `down` with connection_lost. Like any actor it runs until it stops:
+///   dropping the last ref does not close the connection; `ref.stop()` (or node::stop) does, and
+///   closes its socket at once even while other refs to it remain.
 /// - `server_connection<I>` serves one accepted connection: it decodes each call or send by token
 ///   (the table of wire_interface<I>), hands it to the served `actor_ref<I>` as a request (or a
 ///   send), and encodes the reply as RETURN, a failure as ERROR with its `errc` number. The
@@ -24,6 +26,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <future>
 #include <memory>
 #include <new>
 #include <optional>
@@ -127,10 +130,13 @@ class client_connection
   using table = wire_interface<I>;
 
  public:
+  /// `opened`, if given, is told once how the handshake ended: an empty error when it was
+  /// accepted, else why the connection was lost (node::connect waits on it from a plain thread).
   client_connection(std::shared_ptr<detail::node_core> node, socket sock, std::optional<child_process> child,
-                    const connection_config& cfg)
+                    const connection_config& cfg, std::shared_ptr<std::promise<courier::error>> opened = nullptr)
       : detail::connection_base(std::move(node), std::move(sock), wire::role::initiator, cfg),
         child_(std::move(child)),
+        opened_(std::move(opened)),
         calls_(round_up_pow2(cfg.max_in_flight)) {}
 
   void on_start() {
@@ -146,7 +152,7 @@ class client_connection
     using R = typename I::template reply_type<M>;
     auto promise = this->template make_response_promise<R>();
     if (conn_.finished()) {
-      promise.fail(conn_.why());
+      promise.fail(why());
       return {};
     }
     if (conn_.unwritten() > conn_.config().outbound_high_water) {
@@ -200,8 +206,8 @@ class client_connection
 
   response_promise<unit> on(const await_open&) {
     auto promise = this->template make_response_promise<unit>();
-    if (conn_.finished())
-      promise.fail(conn_.why());
+    if (conn_.finished())  // first: a handshake that failed has left `handshaking` too
+      promise.fail(why());
     else if (conn_.open())
       promise.deliver();
     else
@@ -215,7 +221,8 @@ class client_connection
   }
 
   void on_stop() {
-    fail_all(conn_.finished() ? conn_.why() : courier::error(errc::connection_lost, "the connection was stopped"));
+    ticks_.cancel();  // the timer holds a ref to this actor until it ends
+    fail_all(conn_.finished() ? why() : courier::error(errc::connection_lost, "the connection was stopped"));
     if (conn_.open() && !conn_.finished()) {
       conn_.close("client stopped");
       flush();
@@ -303,6 +310,7 @@ class client_connection
     } else if (!was_open && conn_.open()) {
       for (auto& w : open_waiters_) w.deliver();
       open_waiters_.clear();
+      if (auto o = std::exchange(opened_, nullptr)) o->set_value({});
     }
   }
 
@@ -344,21 +352,28 @@ class client_connection
     in_flight_ = 0;
     for (auto& w : open_waiters_) w.fail(why);
     open_waiters_.clear();
+    if (auto o = std::exchange(opened_, nullptr)) o->set_value(why);
   }
 
+  // Why the connection finished, with the pipe server's exit status once it is known.
+  const courier::error& why() const noexcept { return lost_ ? lost_why_ : conn_.why(); }
+
   // The connection is over: fail what waits, and stop with connection_lost (or protocol_error)
-  // so monitors hear why.
+  // so monitors hear why. The stop is queued behind the messages already sent to us, so that
+  // they fail with why() rather than actor_stopped: node::connect's await_open among them, which
+  // is queued right after the spawn and would otherwise lose a pipe server's exit status when
+  // the server exits before the handshake.
   void lose() {
     if (lost_) return;
-    lost_ = true;
-    courier::error why = conn_.why();
+    lost_why_ = conn_.why();
     if (child_) {
       reap_child(std::chrono::milliseconds(200));
-      if (exit_status_) why.text += "; server process exited with status " + std::to_string(*exit_status_);
+      if (exit_status_) lost_why_.text += "; server process exited with status " + std::to_string(*exit_status_);
     }
-    fail_all(why);
-    const errc reason = why.code == errc::protocol_error ? errc::protocol_error : errc::connection_lost;
-    this->request_exit(reason, true);
+    lost_ = true;
+    fail_all(lost_why_);
+    const errc reason = lost_why_.code == errc::protocol_error ? errc::protocol_error : errc::connection_lost;
+    this->request_exit(reason, false);
   }
 
   void reap_child(std::chrono::milliseconds grace) {
@@ -369,12 +384,14 @@ class client_connection
 
   std::optional<child_process> child_;
   std::optional<int> exit_status_;
+  std::shared_ptr<std::promise<courier::error>> opened_;
   timer_handle ticks_;
   std::vector<call_slot> calls_;
   std::vector<response_promise<unit>> open_waiters_;
   std::uint64_t next_tid_ = 1;
   std::size_t in_flight_ = 0;
   std::uint64_t encode_failures_ = 0;
+  courier::error lost_why_;
   bool lost_ = false;
 };
 
@@ -410,13 +427,17 @@ class server_connection : public courier::actor<server_connection<I>, io_ready, 
   void on_turn_end() {
     if (conn_.wants_write()) flush();
     if (conn_.finished()) {
-      this->stop();  // replies still owed have nowhere to go
+      // Replies still owed have nowhere to go. Not stop(): the turn's stop flag is not looked
+      // at after on_turn_end, so the actor would idle with its socket open until its next
+      // message (the tick, seconds later); an exit message is.
+      this->request_exit(errc::connection_lost, true);
       return;
     }
     on_turn_end_resume();
   }
 
   void on_stop() {
+    ticks_.cancel();  // the timer holds a ref to this actor until it ends
     if (conn_.open() && !conn_.finished()) {
       conn_.close("server stopped");
       flush();
