@@ -144,6 +144,12 @@ class client_connection
   response_promise<typename I::template reply_type<M>> on(const M& msg) {
     using R = typename I::template reply_type<M>;
     auto promise = this->template make_response_promise<R>();
+    const bool refused = conn_.finished() || conn_.unwritten() > conn_.config().outbound_high_water ||
+                         (conn_.open() && !conn_.open_for_calls());
+    if (refused && !promise.pending()) {  // a one-way send: nobody to tell but the counter
+      refused_sends_.fetch_add(1, std::memory_order_relaxed);
+      return {};
+    }
     if (conn_.finished()) {
       promise.fail(conn_.why());
       return {};
@@ -254,6 +260,12 @@ class client_connection
   /// Calls waiting for their reply.
   std::size_t in_flight() const noexcept { return in_flight_; }
 
+  /// One-way sends this connection took from its mailbox but did not put on the wire: its outbound
+  /// buffer was above outbound_high_water (the peer reads too slowly), or the connection was
+  /// closing or lost. A send has no reply to fail, so this count is how a sender learns of them.
+  /// Any thread may read it.
+  std::uint64_t refused_sends() const noexcept { return refused_sends_.load(std::memory_order_relaxed); }
+
  private:
   struct call_slot {
     std::uint64_t tid = 0;
@@ -349,6 +361,7 @@ class client_connection
   std::uint64_t next_tid_ = 1;
   std::size_t in_flight_ = 0;
   std::uint64_t encode_failures_ = 0;
+  std::atomic<std::uint64_t> refused_sends_{0};
   bool lost_ = false;
 };
 
@@ -422,7 +435,13 @@ class server_connection : public courier::actor<server_connection<I>, io_ready, 
   // Every 256th one-way send travels as a request: its reply tells the connection that everything
   // sent before it was handled (per-sender order), which bounds the sends in flight without a reply
   // per message.
+  // A smaller max_in_flight marks more often (a quarter of it), so the sends not yet marked can
+  // never hold the connection paused (it resumes at half).
   static constexpr std::uint32_t send_marker_every = 256;
+  std::uint32_t marker_every() const noexcept {
+    const std::size_t quarter = conn_.config().max_in_flight / 4;
+    return quarter >= send_marker_every ? send_marker_every : quarter == 0 ? 1u : static_cast<std::uint32_t>(quarter);
+  }
 
   template <std::size_t P>
   void dispatch(const wire::frame_view& f, bool is_call) {
@@ -438,13 +457,16 @@ class server_connection : public courier::actor<server_connection<I>, io_ready, 
       return;
     }
     if (!is_call) {
-      if (++sends_since_marker_ < send_marker_every) {
+      // Each send counts as in flight until a marker's reply covers it, so sends are held to
+      // max_in_flight like calls (not max_in_flight markers of 256 sends each).
+      ++in_flight_;
+      if (++sends_since_marker_ < marker_every()) {
         target_.send(std::move(msg));
         return;
       }
-      sends_since_marker_ = 0;
-      ++in_flight_;
-      target_.request(std::move(msg)).then([this](const R&) { settled(); }, [this](const courier::error&) { settled(); });
+      const std::size_t covered = std::exchange(sends_since_marker_, 0);
+      target_.request(std::move(msg))
+          .then([this, covered](const R&) { settled(covered); }, [this, covered](const courier::error&) { settled(covered); });
       return;
     }
     ++in_flight_;
@@ -468,8 +490,8 @@ class server_connection : public courier::actor<server_connection<I>, io_ready, 
             });
   }
 
-  void settled() {
-    --in_flight_;
+  void settled(std::size_t answered = 1) {
+    in_flight_ -= answered;
     if (paused_ && in_flight_ <= conn_.config().max_in_flight / 2) {
       paused_ = false;
       drain();
