@@ -6,8 +6,13 @@
 // high-water mark instead of growing (client_connection::refused_sends counts them). Every send
 // the client did not see refused arrives, in order.
 //
+// Two floods: one as fast as the client can send (most of it is refused at the client once the
+// server is behind: the point is that it is refused, not buffered), one paced end to end (a call
+// after every 100,000 sends; nothing is refused, all of it arrives).
 // COURIER_FLOOD_COUNT sets the number of messages (default 1,000,000 for CTest; the manual run in
-// the report used 10,000,000). The numbers are printed on one line starting with "flood:".
+// the report used 10,000,000). The numbers are printed on one line per flood starting with "flood:".
+// 10,000,000 on a shared 2-core host: paced, 13.5 s, all arrived, server VmHWM 4.9 MiB (3.9 MiB
+// idle); unpaced, 0.96 s, 689,623 arrived, 9,310,377 refused at the client, VmHWM 4.8 MiB.
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -88,9 +93,11 @@ std::uint64_t flood_count() {
 
 }  // namespace
 
-TEST_CASE("a flood of one-way sends into a slow server in another process: bounded memory, nothing accepted is lost",
-          "[net][backpressure]") {
-  const std::uint64_t count = flood_count();
+namespace {
+
+/// Floods; `window` 0 sends as fast as it can, otherwise the client asks the server how far it got
+/// after every `window` sends (at most a window unanswered: a client that paces itself end to end).
+void run_flood(std::uint64_t count, std::uint64_t window) {
   REQUIRE(count < 0x7fffffffu);
   courier_test::watchdog wd{"flood", std::chrono::seconds(40 + 8 * (count / 1'000'000))};
 
@@ -126,35 +133,36 @@ TEST_CASE("a flood of one-way sends into a slow server in another process: bound
     }
   });
 
+  const auto ask_handled = [&] {
+    // The server has handled everything sent before this call once it answers (per-sender order).
+    // A call refused because the outbound buffer is still above its mark is tried again.
+    auto h = ref->ask(flood::handled{}, std::chrono::seconds(30 + 5 * (count / 1'000'000)));
+    for (int tries = 0; !h && h.err() == courier::errc::mailbox_full && tries < 3000; ++tries) {
+      std::this_thread::sleep_for(10ms);
+      h = ref->ask(flood::handled{}, std::chrono::seconds(30 + 5 * (count / 1'000'000)));
+    }
+    return h;
+  };
+
   // Sends as fast as it can; when the connection starts refusing (the server is behind by a
-  // socket buffer, max_in_flight messages and outbound_high_water bytes), backs off, longer each
-  // time the refusals go on, as a client that watches its refusals would.
+  // socket buffer, max_in_flight messages and outbound_high_water bytes), waits until what the
+  // connection's mailbox held is sent or refused, as a client that watches its refusals would.
   const auto t0 = std::chrono::steady_clock::now();
   std::uint64_t not_queued = 0, last_refused = 0, backoffs = 0;
-  auto backoff = 1ms;
   for (std::uint64_t i = 1; i <= count; ++i) {
     if (!ref->send(flood::drip{static_cast<std::int32_t>(i)})) ++not_queued;
-    if ((i & 1023) == 0) {
-      const std::uint64_t refused = conn->refused_sends();
-      if (refused == last_refused) {
-        backoff = 1ms;
-        continue;
-      }
+    if (window != 0 && i % window == 0) {
+      REQUIRE(ask_handled());
+    }
+    if ((i & 1023) == 0 && conn->refused_sends() != last_refused) {
       ++backoffs;
-      do {  // until what the connection's mailbox held is sent or refused
+      do {
         last_refused = conn->refused_sends();
-        std::this_thread::sleep_for(backoff);
+        std::this_thread::sleep_for(1ms);
       } while (conn->refused_sends() != last_refused);
-      backoff = std::min<std::chrono::milliseconds>(backoff * 2, 64ms);
     }
   }
-  // The server has handled everything sent before this call once it answers (per-sender order).
-  // A call refused because the outbound buffer is still above its mark is tried again.
-  auto handled = ref->ask(flood::handled{}, std::chrono::seconds(30 + 5 * (count / 1'000'000)));
-  for (int tries = 0; !handled && handled.err() == courier::errc::mailbox_full && tries < 3000; ++tries) {
-    std::this_thread::sleep_for(10ms);
-    handled = ref->ask(flood::handled{}, std::chrono::seconds(30 + 5 * (count / 1'000'000)));
-  }
+  auto handled = ask_handled();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   flooding.store(false, std::memory_order_release);
   sampler.join();
@@ -163,9 +171,10 @@ TEST_CASE("a flood of one-way sends into a slow server in another process: bound
   const std::uint64_t accepted = count - not_queued - refused;
 
   std::printf(
-      "flood: %llu one-way sends in %.2f s (%.0f/s handled), accepted %llu, refused by the connection %llu "
+      "flood: %llu one-way sends (window %llu) in %.2f s (%.0f/s handled), accepted %llu, refused by the connection %llu "
       "(client backed off %llu times), server VmRSS before %ld KiB, peak sampled %ld KiB, VmHWM %ld KiB\n",
-      static_cast<unsigned long long>(count), seconds, static_cast<double>(accepted) / seconds,
+      static_cast<unsigned long long>(count), static_cast<unsigned long long>(window), seconds,
+      static_cast<double>(accepted) / seconds,
       static_cast<unsigned long long>(accepted), static_cast<unsigned long long>(refused),
       static_cast<unsigned long long>(backoffs), rss_before, rss_peak.load(), hwm);
   std::fflush(stdout);
@@ -173,7 +182,9 @@ TEST_CASE("a flood of one-way sends into a slow server in another process: bound
   REQUIRE(handled);
   CHECK(*handled >= 0);  // -1: a drip arrived out of order
   CHECK(static_cast<std::uint64_t>(*handled) == accepted);
-  CHECK(not_queued == 0);  // the connection actor's mailbox is unbounded: every send is queued
+  CHECK(not_queued == 0);
+  // Paced, the client never reaches its outbound mark (a window of drips is about 3.7 MB of 8 MiB).
+  if (window != 0) CHECK(refused == 0);  // the connection actor's mailbox is unbounded: every send is queued
   // The stated bound: the server's peak resident memory stays under 16 MiB, whatever the count
   // (3.9 MiB when idle; its connection holds at most max_in_flight = 4,096 messages for the slow
   // actor and reads 64 KiB at a time; the rest waits in the socket and on the client). Before
@@ -183,4 +194,17 @@ TEST_CASE("a flood of one-way sends into a slow server in another process: bound
     CHECK(hwm < 16 * 1024);
     CHECK(rss_peak.load() < 16 * 1024);
   }
+}
+
+}  // namespace
+
+TEST_CASE("a flood of one-way sends into a slow server in another process: bounded memory, nothing accepted is lost",
+          "[net][backpressure]") {
+  run_flood(flood_count(), 0);
+}
+
+TEST_CASE("a flood paced end to end (a call after every 100,000 sends): bounded memory, everything arrives",
+          "[net][backpressure]") {
+  const std::uint64_t count = flood_count();
+  run_flood(count, 100'000);
 }
