@@ -171,7 +171,7 @@ constexpr std::uint64_t scale = 1;
 /// After a warm-up: long enough for the session clock's first ticks (each system's timer thread
 /// takes its first pool chunk then) and a first keepalive ping, so the measured phase starts in
 /// steady state however fast the warm-up ran.
-void settle() { std::this_thread::sleep_for(300ms); }
+void settle() { std::this_thread::sleep_for(250ms); }
 
 void wait_for(const std::atomic<std::uint64_t>& counter, std::uint64_t value) {
   while (counter.load(std::memory_order_acquire) < value) std::this_thread::sleep_for(50us);
@@ -236,12 +236,12 @@ TEST_CASE("remote request().then from an actor allocates nothing per call in ste
       std::atomic<std::uint64_t> done{0}, failures{0};
       auto c = p.client_sys.spawn<caller>(p.remote, &done, &failures);
       // Warm-up: pool slots, buffers, timer storage, the call table, the session clock's first ticks.
-      c.send(start_calls{5'000 / scale, width});
+      c.send(start_calls{3'000 / scale, width});
       wait_for(done, 1);
       settle();
       measured m;
-      for (std::uint64_t round = 2; round <= 5; ++round) {  // 20,000 calls
-        c.send(start_calls{5'000 / scale, width});
+      for (std::uint64_t round = 2; round <= 5; ++round) {  // 10,000 calls
+        c.send(start_calls{2'500 / scale, width});
         wait_for(done, round);
       }
       const auto events = m.events();  // before INFO, which allocates its text
@@ -259,11 +259,11 @@ TEST_CASE("remote ask from a plain thread allocates nothing per call in steady s
   for (auto where : {uds_endpoint(), tcp_endpoint()}) {
     INFO("transport: " << name_of(where));
     pair p(where);
-    for (std::int32_t i = 0; i < 2'000; ++i) REQUIRE(p.remote.ask(add{i, 1}, 10s));
+    for (std::int32_t i = 0; i < 1'000; ++i) REQUIRE(p.remote.ask(add{i, 1}, 10s));
     settle();
     measured m;
     std::uint64_t wrong = 0;
-    for (std::int32_t i = 0; i < static_cast<std::int32_t>(10'000 / scale); ++i) {
+    for (std::int32_t i = 0; i < static_cast<std::int32_t>(5'000 / scale); ++i) {
       auto v = p.remote.ask(add{i, 1}, 10s);
       if (!v || *v != i + 1) ++wrong;
     }
@@ -292,10 +292,10 @@ TEST_CASE("remote one-way sends allocate nothing per message in steady state", "
         wait_for(p.bumps, sent);
       }
     };
-    bursts(50, 512);
+    bursts(30, 512);
     settle();
     measured m;
-    bursts(static_cast<int>(200 / scale), 256);  // 51,200 sends
+    bursts(static_cast<int>(100 / scale), 256);  // 25,600 sends
     const auto events = m.events();  // before INFO, which allocates its text
     INFO("operator new calls: " << m.operator_new_calls() << ", pool chunks: " << m.pool_chunks()
                                 << ", large slots: " << m.large_slots());
