@@ -183,6 +183,7 @@ void run_flood(std::uint64_t count, std::uint64_t window) {
   CHECK(*handled >= 0);  // -1: a drip arrived out of order
   CHECK(static_cast<std::uint64_t>(*handled) == accepted);
   CHECK(not_queued == 0);
+  CHECK(sys.dead_letters() >= refused);  // each refusal is reported as a dead letter too
   // Paced, the client never reaches its outbound mark (a window of drips is about 3.7 MB of 8 MiB).
   if (window != 0) CHECK(refused == 0);  // the connection actor's mailbox is unbounded: every send is queued
   // The stated bound: the server's peak resident memory stays under 16 MiB, whatever the count

@@ -28,10 +28,12 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
 #include "courier/actor.hpp"
+#include "courier/detail/runtime.hpp"
 #include "courier/net/connection.hpp"
 #include "courier/net/reactor.hpp"
 #include "courier/net/transport.hpp"
@@ -144,10 +146,12 @@ class client_connection
   response_promise<typename I::template reply_type<M>> on(const M& msg) {
     using R = typename I::template reply_type<M>;
     auto promise = this->template make_response_promise<R>();
-    const bool refused = conn_.finished() || conn_.unwritten() > conn_.config().outbound_high_water ||
-                         (conn_.open() && !conn_.open_for_calls());
-    if (refused && !promise.pending()) {  // a one-way send: nobody to tell but the counter
+    const bool gone = conn_.finished() || (conn_.open() && !conn_.open_for_calls());
+    const bool refused = gone || conn_.unwritten() > conn_.config().outbound_high_water;
+    if (refused && !promise.pending()) {  // a one-way send: counted, and a dead letter as a local refusal is
       refused_sends_.fetch_add(1, std::memory_order_relaxed);
+      courier::detail::dead_letter(this->core(), this->id(), typeid(M).name(),
+                                   gone ? dead_letter_reason::stopped : dead_letter_reason::mailbox_full);
       return {};
     }
     if (conn_.finished()) {
@@ -262,7 +266,8 @@ class client_connection
 
   /// One-way sends this connection took from its mailbox but did not put on the wire: its outbound
   /// buffer was above outbound_high_water (the peer reads too slowly), or the connection was
-  /// closing or lost. A send has no reply to fail, so this count is how a sender learns of them.
+  /// closing or lost. A send has no reply to fail: each is also reported to the system's
+  /// dead-letter hook (reason mailbox_full, or stopped), as a local bounded mailbox's refusal is.
   /// Any thread may read it.
   std::uint64_t refused_sends() const noexcept { return refused_sends_.load(std::memory_order_relaxed); }
 
