@@ -39,6 +39,11 @@ struct connection_config {
   /// Client: a send or request while more than this many bytes wait for the socket fails with
   /// errc::mailbox_full instead of growing the buffer (the peer reads too slowly).
   std::size_t outbound_high_water = 8 * 1024 * 1024;
+  /// Client: bounds the connection actor's mailbox (0: unbounded). A sender faster than the
+  /// connection then sees the refusal at the call, as with any bounded mailbox: `send` returns
+  /// false, `try_send` send_result::full, a request fails with errc::mailbox_full; and the
+  /// client's memory stays bounded by this many messages plus outbound_high_water bytes.
+  std::size_t mailbox_capacity = 0;
   /// A peer that has not completed the handshake by then is disconnected.
   std::chrono::milliseconds handshake_timeout{10'000};
   /// Keepalive: a ping after this much silence; the peer is dead after `dead_after_intervals`
@@ -122,6 +127,7 @@ class connection {
  private:
   void after_session_step();
   void finish(courier::error why);
+  void compact() noexcept;
 
   socket sock_;
   connection_config cfg_;
