@@ -128,7 +128,8 @@ class node {
   courier::result<actor_ref<I>> connect(const endpoint& where, const connection_config& cfg = {}) {
     auto c = net::connect(where);
     if (!c) return c.err();
-    auto conn = core_->system().template spawn<client_connection<I>>(core_, std::move(c->sock), std::move(c->child), cfg);
+    auto conn = core_->system().template spawn<client_connection<I>>(spawn_options{.mailbox_capacity = cfg.mailbox_capacity},
+                                                                      core_, std::move(c->sock), std::move(c->child), cfg);
     if (core_->system().settings().mode == courier::scheduling::threaded && courier::detail::current_actor == nullptr) {
       auto ok = conn.ask(await_open{}, cfg.handshake_timeout + std::chrono::seconds(1));
       if (!ok) {

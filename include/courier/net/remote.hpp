@@ -33,11 +33,13 @@
 #include <vector>
 
 #include "courier/actor.hpp"
+#include "courier/detail/message.hpp"
 #include "courier/detail/runtime.hpp"
 #include "courier/net/connection.hpp"
 #include "courier/net/reactor.hpp"
 #include "courier/net/transport.hpp"
 #include "courier/net/wire_interface.hpp"
+#include "courier/pool.hpp"
 #include "courier/response_promise.hpp"
 
 namespace courier::net {
@@ -68,13 +70,28 @@ class io_link : public owned_handler {
   int fd = -1;
 };
 
+/// Queues io_ready on the normal lane without the capacity check (as a timer's message): a
+/// connection with a bounded mailbox (connection_config::mailbox_capacity) must never lose its
+/// readiness, which edge-triggered epoll reports once.
+template <class Conn>
+void post_io_ready(const actor_ref<Conn>& ref) {
+  auto* slot = courier::detail::make_message<io_ready>(ref.template message_index<io_ready>(), nullptr, io_ready{});
+  if (!ref.base()->enqueue(slot)) pool::destroy(slot);  // stopped: nothing left to read for
+}
+
 template <class Conn>
 class io_link_for final : public io_link {
  public:
   explicit io_link_for(actor_ref<Conn> r) : ref(std::move(r)) {}
   void on_io(std::uint32_t) noexcept override {
     if (!alive.load(std::memory_order_acquire)) return;
-    if (!queued.exchange(true, std::memory_order_acq_rel)) ref.send(io_ready{});
+    if (!queued.exchange(true, std::memory_order_acq_rel)) {
+      try {
+        post_io_ready(ref);
+      } catch (...) {
+        queued.store(false, std::memory_order_release);  // out of memory: the next readiness retries
+      }
+    }
   }
   actor_ref<Conn> ref;
 };
@@ -289,7 +306,7 @@ class client_connection
 
   void drain() {
     const bool was_open = conn_.open();
-    if (conn_.receive(*this)) this->self().send(io_ready{});  // budget spent: yield, read on later
+    if (conn_.receive(*this)) detail::post_io_ready(this->self());  // budget spent: yield, read on later
     if (!was_open && conn_.open()) {
       for (auto& w : open_waiters_) w.deliver();
       open_waiters_.clear();
@@ -520,7 +537,7 @@ class server_connection : public courier::actor<server_connection<I>, io_ready, 
       paused_ = true;
       return;
     }
-    if (conn_.receive(*this)) this->self().send(io_ready{});
+    if (conn_.receive(*this)) detail::post_io_ready(this->self());
   }
 
   actor_ref<I> target_;
