@@ -189,6 +189,7 @@ class system {
  private:
   template <class Derived, class... Msgs>
   friend class actor;
+  friend detail::system_core* detail::core_of(system& sys) noexcept;
 
   /// spawn, optionally linked to `parent` (then `parent_down_type` is its index of `down`).
   template <class T, class... Args>

@@ -176,12 +176,48 @@ void worker::park() {
   if (!core->has_stealable_work() && !core->stopping.load(std::memory_order_acquire) && !timers.has_cancels()) {
     // Pending time-outs bound the sleep: this worker's wheel has no other thread to serve it.
     const std::int64_t hint = timers.wait_hint();
-    if (hint < 0)
-      futex_wait(&wake_word, seen);
-    else if (hint > 0)
-      futex_wait_for(&wake_word, seen, std::chrono::nanoseconds(hint));
+    if (hint != 0 && !park_in_poller(seen, hint)) {
+      if (hint < 0)
+        futex_wait(&wake_word, seen);
+      else
+        futex_wait_for(&wake_word, seen, std::chrono::nanoseconds(hint));
+    }
   }
   core->idle_mask.fetch_and(~bit, std::memory_order_acq_rel);
+}
+
+// Parks in the I/O poller instead of on the futex, when there is one and no other worker waits in
+// it: the socket's readiness then wakes this thread, and the connection it makes ready is
+// scheduled here (schedule() from a worker uses its own next slot), not on a worker that must be
+// woken in turn. A producer bumps wake_word, then reads polling_worker; we publish
+// polling_worker, then read wake_word (all seq_cst): one of us sees the other, so a wake-up that
+// comes between our look for work and the wait is never lost.
+bool worker::park_in_poller(std::uint32_t seen, std::int64_t hint_ns) {
+  if (core->poller.load(std::memory_order_relaxed) == nullptr) return false;
+  core->pollers_inside.fetch_add(1, std::memory_order_seq_cst);
+  const io_poller* p = core->poller.load(std::memory_order_seq_cst);
+  int none = -1;
+  const bool mine = p != nullptr && core->polling_worker.compare_exchange_strong(none, static_cast<int>(index),
+                                                                                 std::memory_order_seq_cst);
+  if (mine) {
+    if (wake_word.load(std::memory_order_seq_cst) == seen) {
+      // Round a timer's hint up: waking before the deadline only means one more round.
+      const int timeout_ms = hint_ns < 0 ? -1 : static_cast<int>((hint_ns + 999'999) / 1'000'000);
+      p->poll(p->context, timeout_ms);
+    }
+    core->polling_worker.store(-1, std::memory_order_seq_cst);
+  }
+  core->pollers_inside.fetch_sub(1, std::memory_order_seq_cst);
+  return mine;
+}
+
+// A busy worker looks at the poller now and then without waiting, so sockets are served while
+// every worker has work (Go's scheduler does the same between goroutines).
+void worker::poll_io_now() {
+  if (core->poller.load(std::memory_order_relaxed) == nullptr) return;
+  core->pollers_inside.fetch_add(1, std::memory_order_seq_cst);
+  if (const io_poller* p = core->poller.load(std::memory_order_seq_cst)) p->poll(p->context, 0);
+  core->pollers_inside.fetch_sub(1, std::memory_order_seq_cst);
 }
 
 void worker::run() {
@@ -194,7 +230,10 @@ void worker::run() {
   for (;;) {
     // Time-outs are checked every few turns while busy (a clock read is not free) and before
     // every search for work.
-    if ((tick & 63) == 0 && timers.needs_poll()) timers.poll();
+    if ((tick & 63) == 0) {
+      if (timers.needs_poll()) timers.poll();
+      poll_io_now();
+    }
     actor_base* a = find_local_work(token);
     if (a == nullptr && timers.needs_poll()) {
       timers.poll();
@@ -240,10 +279,43 @@ void system_core::wake_one() noexcept {
     const std::uint64_t bit = std::uint64_t{1} << index;
     if (idle_mask.compare_exchange_weak(mask, mask & ~bit, std::memory_order_acq_rel, std::memory_order_relaxed)) {
       worker& w = *workers[static_cast<std::size_t>(index)];
-      w.wake_word.fetch_add(1, std::memory_order_release);
-      futex_wake_one(&w.wake_word);
+      w.wake_word.fetch_add(1, std::memory_order_seq_cst);
+      if (polling_worker.load(std::memory_order_seq_cst) == index)
+        wake_poller();
+      else
+        futex_wake_one(&w.wake_word);
       return;
     }
+  }
+}
+
+void system_core::wake_poller() noexcept {
+  pollers_inside.fetch_add(1, std::memory_order_seq_cst);
+  if (const io_poller* p = poller.load(std::memory_order_seq_cst)) p->wake(p->context);
+  pollers_inside.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+bool attach_io_poller(system_core* core, const io_poller* poller) noexcept {
+  if (core->manual) return false;
+  const io_poller* none = nullptr;
+  if (!core->poller.compare_exchange_strong(none, poller, std::memory_order_seq_cst)) return false;
+  // Workers already parked on their futex would never look at the poller: wake them all, so
+  // that one parks in it.
+  for (auto& w : core->workers) {
+    w->wake_word.fetch_add(1, std::memory_order_seq_cst);
+    futex_wake_all(&w->wake_word);
+  }
+  return true;
+}
+
+void detach_io_poller(system_core* core) noexcept {
+  const io_poller* p = core->poller.exchange(nullptr, std::memory_order_seq_cst);
+  if (p == nullptr) return;
+  // A worker that counted itself in before the exchange may still be inside (or about to enter)
+  // p->poll: wake it until none is left. One that counts itself in later sees no poller.
+  while (core->pollers_inside.load(std::memory_order_seq_cst) != 0) {
+    p->wake(p->context);
+    std::this_thread::yield();
   }
 }
 
@@ -287,9 +359,10 @@ void system_core::start_workers() {
 void system_core::stop_workers(bool join) {
   stopping.store(true, std::memory_order_seq_cst);
   for (auto& w : workers) {
-    w->wake_word.fetch_add(1, std::memory_order_release);
+    w->wake_word.fetch_add(1, std::memory_order_seq_cst);
     futex_wake_all(&w->wake_word);
   }
+  wake_poller();
   for (auto& w : workers) {
     if (!w->thread.joinable()) continue;
     if (join)

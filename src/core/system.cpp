@@ -123,6 +123,8 @@ std::vector<system_core*>* abandoned_cores = nullptr;
 
 }  // namespace
 
+system_core* core_of(courier::system& sys) noexcept { return sys.core_; }
+
 }  // namespace detail
 
 // -------------------------------------------------------------------------------------------------

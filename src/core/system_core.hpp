@@ -163,6 +163,8 @@ struct alignas(64) worker {
   actor_base* find_local_work(moodycamel::ConsumerToken& token);
   actor_base* search(moodycamel::ConsumerToken& token);
   void park();
+  bool park_in_poller(std::uint32_t seen, std::int64_t hint_ns);
+  void poll_io_now();
   void push_local(actor_base* a);
   /// An actor that used up its turn or its next-slot streak: to the back of the shared queue.
   void requeue(actor_base* a);
@@ -261,6 +263,11 @@ class system_core {
   moodycamel::ConcurrentQueue<actor_base*> injection;
   alignas(64) std::atomic<std::uint64_t> idle_mask{0};
   alignas(64) std::atomic<int> searching{0};
+  // The I/O poller (detail::io_poller): the workers inside it (busy or parked), and the index of
+  // the parked worker that waits in it (-1: none), whom wake_one must wake through the poller.
+  alignas(64) std::atomic<const io_poller*> poller{nullptr};
+  std::atomic<int> pollers_inside{0};
+  std::atomic<int> polling_worker{-1};
   std::atomic<bool> stopping{false};
   int event_fd = -1;  // embedded: closed by ~system (the host may watch it until then)
   std::atomic<bool> fd_signaled{false};
@@ -276,6 +283,8 @@ class system_core {
   void start_workers();
   void stop_workers(bool join);
   void wake_one() noexcept;
+  /// Makes a worker parked in the I/O poller return from it.
+  void wake_poller() noexcept;
   /// Manual modes: work became ready (or the timers' earliest deadline moved): makes wake_fd
   /// readable and calls config::on_wake, once until the next run call clears it.
   void signal_fd() noexcept;

@@ -5,27 +5,30 @@
 
 namespace courier::net::detail {
 
-node_core::node_core(courier::system& sys) : sys_(sys), thread_([this] { run(); }) {}
+node_core::node_core(courier::system& sys) : sys_(sys), core_(courier::detail::core_of(sys)) {
+  courier::detail::retain_core(core_);
+  poller_.context = this;
+  poller_.poll = &poll_from_worker;
+  poller_.wake = &wake_from_any;
+  by_workers_ = courier::detail::attach_io_poller(core_, &poller_);
+  if (!by_workers_) {
+    thread_ = std::thread([this] {
+      while (!stopping_.load(std::memory_order_acquire)) reactor_.run_once(-1);
+    });
+  }
+}
 
 node_core::~node_core() {
   stop(std::chrono::milliseconds(0));
+  courier::detail::release_core(core_);
 }
 
-void node_core::run() noexcept {
-  while (!stopping_.load(std::memory_order_acquire)) {
-    reactor_.run_once(-1);
-    // Handlers retired while this batch was collected or dispatched are safe to free now: they
-    // left the epoll set before being retired, so no later batch names them.
-    std::vector<std::unique_ptr<owned_handler>> dead;
-    {
-      std::lock_guard lock(mutex_);
-      dead.swap(retired_);
-    }
-  }
-  std::lock_guard lock(mutex_);
-  running_ = false;
-  retired_.clear();
+void node_core::poll_from_worker(void* self, int timeout_ms) noexcept {
+  epoll_event ready[32];  // the caller's own: several workers may poll at once
+  static_cast<node_core*>(self)->reactor_.run_once(timeout_ms, ready);
 }
+
+void node_core::wake_from_any(void* self) noexcept { static_cast<node_core*>(self)->reactor_.wake(); }
 
 void node_core::enter(courier::detail::actor_base* connection) {
   std::lock_guard lock(mutex_);
@@ -38,18 +41,6 @@ void node_core::leave(courier::detail::actor_base* connection) noexcept {
   auto it = std::find(connections_.begin(), connections_.end(), connection);
   if (it != connections_.end()) connections_.erase(it);
   changed_.notify_all();
-}
-
-void node_core::retire(std::unique_ptr<owned_handler> handler) noexcept {
-  std::unique_lock lock(mutex_);
-  if (running_) {
-    retired_.push_back(std::move(handler));
-    lock.unlock();
-    reactor_.wake();
-  } else {
-    lock.unlock();
-    handler.reset();
-  }
 }
 
 void node_core::keep(std::unique_ptr<owned_handler> a) {
@@ -94,10 +85,14 @@ void node_core::stop(std::chrono::milliseconds grace) {
     std::unique_lock lock(mutex_);
     changed_.wait_for(lock, grace, [this] { return connections_.empty(); });
   }
-  stopping_.store(true, std::memory_order_release);
-  reactor_.wake();
-  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
-  // The listeners close here, after the reactor thread can no longer be inside their on_io.
+  // Nobody polls the reactor after this; the listeners close once no poller can be inside them.
+  if (by_workers_) {
+    courier::detail::detach_io_poller(core_);
+  } else {
+    stopping_.store(true, std::memory_order_release);
+    reactor_.wake();
+    if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+  }
   acceptors.clear();
 }
 

@@ -86,8 +86,10 @@ std::size_t reactor::watched() const noexcept {
   return watched_;
 }
 
-std::size_t reactor::run_once(int timeout_ms) noexcept {
-  const int ready = ::epoll_wait(epoll_.fd(), ready_, static_cast<int>(batch), timeout_ms);
+std::size_t reactor::run_once(int timeout_ms) noexcept { return run_once(timeout_ms, {ready_, batch}); }
+
+std::size_t reactor::run_once(int timeout_ms, std::span<epoll_event> ready_) noexcept {
+  const int ready = ::epoll_wait(epoll_.fd(), ready_.data(), static_cast<int>(ready_.size()), timeout_ms);
   if (ready <= 0) return 0;  // time-out, or EINTR: the caller's loop comes back
   std::size_t dispatched = 0;
   for (int i = 0; i < ready; ++i) {
@@ -99,15 +101,13 @@ std::size_t reactor::run_once(int timeout_ms) noexcept {
     }
     const int fd = static_cast<int>(static_cast<std::uint32_t>(tag));
     const auto generation = static_cast<std::uint32_t>(tag >> 32);
-    io_handler* handler = nullptr;
-    {
-      // Looked up per event, not per batch: an earlier handler of this round may have removed it.
-      std::lock_guard lock(table_mutex_);
-      const slot& entry = slots_[static_cast<std::size_t>(fd)];
-      if (entry.generation == generation) handler = entry.handler;
-    }
-    if (handler == nullptr) continue;
-    handler->on_io(ready_[i].events);
+    // Looked up per event, not per batch: an earlier handler of this round may have removed it.
+    // The handler runs under the table's lock, so remove() waits for it and, once remove()
+    // returned, the handler is never called again (from this thread or another poller's).
+    std::lock_guard lock(table_mutex_);
+    const slot& entry = slots_[static_cast<std::size_t>(fd)];
+    if (entry.generation != generation || entry.handler == nullptr) continue;
+    entry.handler->on_io(ready_[i].events);
     ++dispatched;
   }
   return dispatched;

@@ -49,8 +49,8 @@ void connection_base::attach(std::unique_ptr<io_link> link, courier::detail::act
 void connection_base::detach() noexcept {
   if (!link_) return;
   link_->alive.store(false, std::memory_order_release);
-  node_->io().remove(link_->fd);
-  node_->retire(std::move(link_));
+  node_->io().remove(link_->fd);  // waits for an on_io running on another thread
+  link_.reset();
   node_->leave(self_base_);
 }
 

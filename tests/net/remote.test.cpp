@@ -141,6 +141,7 @@ struct outcome {
   std::int64_t total_after_sends = 0;
   std::int32_t callback_sum = 0;
   std::string blob_back;
+  std::int64_t total_after_delayed = 0;
 };
 
 outcome run_scenarios(const courier::actor_ref<api>& ref) {
@@ -166,6 +167,11 @@ outcome run_scenarios(const courier::actor_ref<api>& ref) {
   std::string big(100'000, 'z');
   auto b = ref.ask(blob{big}, 5s);
   o.blob_back = b ? *b : std::string("failed");
+  // delayed_send: delivered after the delay, through the same ref type.
+  ref.delayed_send(bump{1000}, 20ms);
+  std::this_thread::sleep_for(200ms);
+  auto after_delay = ref.ask(total{}, 5s);
+  o.total_after_delayed = after_delay ? *after_delay : -1;
   return o;
 }
 
@@ -185,6 +191,8 @@ void check_same(const outcome& local, const outcome& remote) {
   CHECK(remote.callback_sum == local.callback_sum);
   CHECK(local.blob_back.size() == 100'000);
   CHECK(remote.blob_back == local.blob_back);
+  CHECK(local.total_after_delayed == 1000);
+  CHECK(remote.total_after_delayed == local.total_after_delayed);
 }
 
 }  // namespace

@@ -8,6 +8,10 @@
 
 #include "courier/config.hpp"
 
+namespace courier {
+class system;
+}
+
 namespace courier::detail {
 
 class actor_base;
@@ -62,6 +66,26 @@ bool advance_idle(system_core* core, std::int64_t limit);
 
 /// True on a worker thread of any system: blocking there could deadlock the scheduler.
 bool on_worker_thread() noexcept;
+
+/// A source of readiness (the network layer's reactor) that a threaded system's workers poll
+/// when they would otherwise park, so the thread that the socket wakes runs what it woke (Go's
+/// netpoller): readiness turned into messages lands in that worker's own queue, not another's.
+struct io_poller {
+  void* context = nullptr;
+  /// Waits up to `timeout_ms` (-1: until something happens, 0: only look) and dispatches what is
+  /// ready. Called by one parked worker at a time, and with 0 by busy workers now and then.
+  void (*poll)(void* context, int timeout_ms) noexcept = nullptr;
+  /// Makes a poll() in progress return; any thread.
+  void (*wake)(void* context) noexcept = nullptr;
+};
+
+/// The system behind a `courier::system`, for layers built on the runtime (the network layer).
+system_core* core_of(courier::system& sys) noexcept;
+/// Installs `poller` (which must outlive its detachment); false when the system is not threaded
+/// or already has one.
+bool attach_io_poller(system_core* core, const io_poller* poller) noexcept;
+/// Removes the poller and returns once no worker is inside it any more.
+void detach_io_poller(system_core* core) noexcept;
 
 /// Manual (deterministic or embedded) systems are driven by the host; `ask` drives them itself.
 bool is_manual(const system_core* core) noexcept;

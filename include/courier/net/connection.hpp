@@ -61,6 +61,8 @@ struct connection_stats {
   std::uint64_t reads = 0;
   std::uint64_t writes = 0;
   std::uint64_t dropped_replies = 0;  // replies (or errors) for no call waiting: late or unknown
+  std::uint64_t refused_sends = 0;    // one-way sends refused: above the outbound mark, or closing or lost
+                                      // (each also reported to the dead-letter hook)
 };
 
 class connection {

@@ -8,9 +8,10 @@
 ///     courier::actor_ref<calc_api> calc = *net.connect<calc_api>(opts.where);   // in the client
 ///     auto sum = calc.ask(add{2, 3}, 1s);                            // the local API, over the wire
 ///
-/// A node owns one reactor thread (epoll, edge-triggered) that only turns socket readiness into an
-/// `io_ready` message for the connection actor (remote.hpp) and accepts connections; reading,
-/// decoding, the served actor's handler and writing run on the system's workers.
+/// A node owns one reactor (epoll, edge-triggered) that turns socket readiness into an `io_ready`
+/// message for the connection actor (remote.hpp) and accepts connections. The system's workers poll
+/// it when they would park, so the worker that a socket wakes runs that connection's turn itself:
+/// reading, decoding, the served actor's handler and writing, with no hand-off between threads.
 ///
 /// Lifetime: declare the node after the system, so it is destroyed first. Destroying it (or
 /// stop()) stops accepting, closes every connection (calls in flight fail with
@@ -43,9 +44,11 @@ namespace courier::net {
 
 namespace detail {
 
-/// What the node and its connection actors share: the reactor and its thread, the connections
-/// alive (to close them at stop), and the handlers retired to the reactor thread. Kept alive by
-/// every connection actor, so the reactor outlives the last registration.
+/// What the node and its connection actors share: the reactor, the connections alive (to close
+/// them at stop), and who polls the reactor. In a threaded system the system's own workers poll
+/// it when they would park (courier::detail::io_poller: the thread the socket wakes runs the
+/// connection); otherwise a thread of the node's own waits on it. Kept alive by every connection
+/// actor, so the reactor outlives the last registration.
 class node_core {
  public:
   explicit node_core(courier::system& sys);
@@ -58,15 +61,11 @@ class node_core {
   void enter(courier::detail::actor_base* connection);
   void leave(courier::detail::actor_base* connection) noexcept;
 
-  /// Frees `handler` once the reactor thread can no longer be inside its on_io: after the batch
-  /// of events it is dispatching (at once when the thread is gone).
-  void retire(std::unique_ptr<owned_handler> handler) noexcept;
-
   /// Keeps a listener (its accept handler) until stop.
   void keep(std::unique_ptr<owned_handler> acceptor);
 
-  /// Stops accepting, asks every connection to close, joins the reactor thread once they are
-  /// gone (or after `grace`).
+  /// Stops accepting, asks every connection to close, and stops polling the reactor once they
+  /// are gone (or after `grace`).
   void stop(std::chrono::milliseconds grace);
 
   std::size_t connections() const;
@@ -75,25 +74,29 @@ class node_core {
   bool wait_no_connections(std::chrono::milliseconds timeout);
   /// Waits until stop() (from another thread or a signal watcher).
   void wait_stopped();
+  /// True when the system's workers poll the reactor (no thread of the node's own).
+  bool polled_by_workers() const noexcept { return by_workers_; }
 
  private:
-  void run() noexcept;
+  static void poll_from_worker(void* self, int timeout_ms) noexcept;
+  static void wake_from_any(void* self) noexcept;
 
   courier::system& sys_;
+  courier::detail::system_core* core_;
   net::reactor reactor_;
+  courier::detail::io_poller poller_{};
+  bool by_workers_ = false;
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<courier::detail::actor_base*> connections_;
-  std::vector<std::unique_ptr<owned_handler>> retired_;
   std::vector<std::unique_ptr<owned_handler>> acceptors_;
-  bool running_ = true;
   bool ever_connected_ = false;
   bool stopped_ = false;
   std::atomic<bool> stopping_{false};
-  std::thread thread_;  // last: starts once the members it uses exist
+  std::thread thread_;  // only when the workers cannot poll (an embedded or deterministic system)
 };
 
-/// Accepts on a listener from the reactor thread and starts one server_connection per socket.
+/// Accepts on a listener when it is ready and starts one server_connection per socket.
 class acceptor final : public owned_handler {
  public:
   acceptor(net::listener l, std::function<void(socket)> start) : listener_(std::move(l)), start_(std::move(start)) {}
@@ -140,6 +143,30 @@ class node {
     return actor_ref<I>(std::move(conn));
   }
 
+  /// A client on a stream that is already connected (a socket pair, an inherited descriptor):
+  /// like connect(), without the transport's part. The descriptor is made non-blocking.
+  template <class I>
+  courier::result<actor_ref<I>> adopt(socket connected, const connection_config& cfg = {}) {
+    if (auto ok = make_nonblocking(connected.fd()); !ok) return ok.err();
+    auto conn = core_->system().template spawn<client_connection<I>>(core_, std::move(connected), std::nullopt, cfg);
+    if (core_->system().settings().mode == courier::scheduling::threaded && courier::detail::current_actor == nullptr) {
+      auto ok = conn.ask(await_open{}, cfg.handshake_timeout + std::chrono::seconds(1));
+      if (!ok) {
+        conn.stop();
+        return ok.err();
+      }
+    }
+    return actor_ref<I>(std::move(conn));
+  }
+
+  /// Serves `target` on one stream that is already connected (the server side of adopt()).
+  template <class I>
+  courier::result<void> serve_connection(actor_ref<I> target, socket connected, const connection_config& cfg = {}) {
+    if (auto ok = make_nonblocking(connected.fd()); !ok) return ok.err();
+    core_->system().template spawn<server_connection<I>>(core_, std::move(connected), std::move(target), cfg);
+    return {};
+  }
+
   /// Serves `target` at `where` (uds or tcp; for --pipe, serve_stdio): each accepted connection
   /// gets its own connection actor, which hands calls to `target`.
   template <class I>
@@ -163,8 +190,7 @@ class node {
   courier::result<void> serve_stdio(actor_ref<I> target, const connection_config& cfg = {}) {
     auto sock = pipe_server_socket();
     if (!sock) return sock.err();
-    core_->system().template spawn<server_connection<I>>(core_, std::move(*sock), std::move(target), cfg);
-    return {};
+    return serve_connection(std::move(target), std::move(*sock), cfg);
   }
 
   /// Serves per `where`: serve_stdio for pipe, serve otherwise.

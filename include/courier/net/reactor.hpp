@@ -19,10 +19,13 @@
 /// run_once(0) when it is readable. wake() makes a blocked run_once() return from any thread (an
 /// eventfd inside the epoll set).
 ///
-/// Thread-safety: run_once() runs on one thread at a time (the reactor's thread). add(), modify() and
-/// remove() may be called from any thread (the registration table is locked), but remove() does not wait
-/// for an on_io() already running on the reactor's thread: destroy a handler on that thread, or after
-/// the reactor stopped running. wake() is safe anywhere, including signal handlers.
+/// Thread-safety: run_once(timeout) uses the reactor's own event buffer: one thread at a time (the
+/// reactor's thread). run_once(timeout, buffer) may run on several threads at once (the workers of a
+/// system that poll it when they would park, see node.hpp). Handlers run under the registration
+/// table's lock, so handlers are called one at a time, and remove() waits for a running on_io() of
+/// that descriptor: once remove() returned the handler may be destroyed (remove() must therefore
+/// not be called from inside an on_io()). add() and modify() may be called from any thread. wake()
+/// is safe anywhere, including signal handlers.
 
 #include <sys/epoll.h>
 
@@ -30,6 +33,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -68,6 +72,8 @@ class reactor {
   /// Waits up to `timeout_ms` (-1: until something happens, 0: just look) and calls the handlers of
   /// the ready descriptors; returns how many handler calls it made (a wake() alone returns 0).
   std::size_t run_once(int timeout_ms) noexcept;
+  /// The same, collecting events into `buffer` (a caller's own), so that several threads may poll.
+  std::size_t run_once(int timeout_ms, std::span<epoll_event> buffer) noexcept;
 
   /// Makes a run_once() that is waiting (or the next one) return. Any thread; async-signal-safe.
   void wake() noexcept;

@@ -61,8 +61,8 @@ class owned_handler : public io_handler {
   virtual ~owned_handler() = default;
 };
 
-/// A connection actor's registration with the reactor. Owned by the actor until it stops; then
-/// retired to the reactor thread, which frees it after the batch of events it may still be in.
+/// A connection actor's registration with the reactor, owned by the actor; freed when it stops,
+/// after reactor::remove (which waits for an on_io in progress on another thread).
 class io_link : public owned_handler {
  public:
   std::atomic<bool> queued{false};
@@ -167,6 +167,7 @@ class client_connection
     const bool refused = gone || conn_.unwritten() > conn_.config().outbound_high_water;
     if (refused && !promise.pending()) {  // a one-way send: counted, and a dead letter as a local refusal is
       refused_sends_.fetch_add(1, std::memory_order_relaxed);
+      ++conn_.stats().refused_sends;
       courier::detail::dead_letter(this->core(), this->id(), typeid(M).name(),
                                    gone ? dead_letter_reason::stopped : dead_letter_reason::mailbox_full);
       return {};
