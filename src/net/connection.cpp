@@ -91,12 +91,26 @@ void connection::after_session_step() {
   }
 }
 
+// Moves what the socket has not taken to the front once the written part is at least as large,
+// so a peer that always lags (the buffer never empties) does not grow it by everything ever sent:
+// the buffer stays within twice what is unwritten, and each byte moves at most once per halving.
+void connection::compact() noexcept {
+  const std::size_t left = out_.size() - written_;
+  if (written_ == 0 || written_ < left) return;
+  std::memmove(out_.data(), out_.data() + written_, left);
+  out_.truncate(left);
+  written_ = 0;
+}
+
 bool connection::flush() {
   if (!sock_) return false;
   while (written_ < out_.size()) {
     const iovec piece{out_.data() + written_, out_.size() - written_};
     const io_result r = write_some(sock_, {&piece, 1});
-    if (r.status == io_result::would_block) return true;  // the reactor reports writability
+    if (r.status == io_result::would_block) {  // the reactor reports writability
+      compact();
+      return true;
+    }
     if (r.status != io_result::ok) {
       out_.clear();
       written_ = 0;

@@ -28,6 +28,7 @@ struct alignas(64) counters {
 // Constant-initialized (constexpr ctors), so it is usable before any dynamic
 // initialization runs -- allocations during static init are counted too.
 constinit counters g_counters;
+constinit std::atomic<counting_allocator::trap_function> g_trap{nullptr};
 
 inline void on_alloc(void* p) noexcept {
   auto sz = static_cast<std::uint64_t>(COUNTING_ALLOCATOR_USABLE_SIZE(p));
@@ -51,6 +52,7 @@ void* do_alloc(std::size_t n) {
   for (;;) {
     if (void* p = std::malloc(n)) {
       on_alloc(p);
+      if (auto trap = g_trap.load(std::memory_order_relaxed)) trap(n);
       return p;
     }
     auto handler = std::get_new_handler();
@@ -76,6 +78,7 @@ void* do_alloc_aligned(std::size_t n, std::align_val_t al) {
 #endif
     if (p) {
       on_alloc(p);
+      if (auto trap = g_trap.load(std::memory_order_relaxed)) trap(n);
       return p;
     }
     auto handler = std::get_new_handler();
@@ -123,6 +126,8 @@ void reset_peak() {
   g_counters.peak.store(g_counters.live.load(std::memory_order_relaxed),
                         std::memory_order_relaxed);
 }
+
+void set_trap(trap_function trap) { g_trap.store(trap, std::memory_order_relaxed); }
 
 } // namespace counting_allocator
 

@@ -9,6 +9,7 @@
 // thread-safe and cheap. Direct malloc() calls, and memory from other hooks such as Courier's pool
 // chunks (mimalloc), are not counted here.
 
+#include <cstddef>
 #include <cstdint>
 
 namespace counting_allocator {
@@ -24,5 +25,11 @@ std::uint64_t peak_live_bytes();
 
 /// Sets peak_live_bytes() to the current live_bytes().
 void reset_peak();
+
+/// A function called on every operator new (after it is counted), on the allocating thread, with
+/// the size asked for; nullptr (the default) for none. For finding where an allocation comes from
+/// (print a backtrace); it must not allocate itself.
+using trap_function = void (*)(std::size_t bytes) noexcept;
+void set_trap(trap_function trap);
 
 }  // namespace counting_allocator

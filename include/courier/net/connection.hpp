@@ -39,6 +39,11 @@ struct connection_config {
   /// Client: a send or request while more than this many bytes wait for the socket fails with
   /// errc::mailbox_full instead of growing the buffer (the peer reads too slowly).
   std::size_t outbound_high_water = 8 * 1024 * 1024;
+  /// Client: bounds the connection actor's mailbox (0: unbounded). A sender faster than the
+  /// connection then sees the refusal at the call, as with any bounded mailbox: `send` returns
+  /// false, `try_send` send_result::full, a request fails with errc::mailbox_full; and the
+  /// client's memory stays bounded by this many messages plus outbound_high_water bytes.
+  std::size_t mailbox_capacity = 0;
   /// A peer that has not completed the handshake by then is disconnected.
   std::chrono::milliseconds handshake_timeout{10'000};
   /// Keepalive: a ping after this much silence; the peer is dead after `dead_after_intervals`
@@ -56,8 +61,8 @@ struct connection_stats {
   std::uint64_t reads = 0;
   std::uint64_t writes = 0;
   std::uint64_t dropped_replies = 0;  // replies (or errors) for no call waiting: late or unknown
-  std::uint64_t refused_sends = 0;    // one-way sends refused above the outbound high-water mark
-                                      // (reported to the dead-letter hook as mailbox_full)
+  std::uint64_t refused_sends = 0;    // one-way sends refused: above the outbound mark, or closing or lost
+                                      // (each also reported to the dead-letter hook)
 };
 
 class connection {
@@ -126,6 +131,7 @@ class connection {
  private:
   void after_session_step();
   void finish(courier::error why);
+  void compact() noexcept;
 
   socket sock_;
   connection_config cfg_;

@@ -136,7 +136,7 @@ class node {
     // it (a pipe server that exits at once) would answer actor_stopped and lose the reason.
     auto opened = std::make_shared<std::promise<courier::error>>();
     auto outcome = opened->get_future();
-    auto conn = core_->system().template spawn<client_connection<I>>(core_, std::move(c->sock), std::move(c->child), cfg,
+    auto conn = core_->system().template spawn<client_connection<I>>(spawn_options{.mailbox_capacity = cfg.mailbox_capacity}, core_, std::move(c->sock), std::move(c->child), cfg,
                                                                       std::move(opened));
     if (core_->system().settings().mode == courier::scheduling::threaded && courier::detail::current_actor == nullptr) {
       // The session's own handshake time-out ends the wait; the extra second is a backstop.

@@ -30,16 +30,19 @@
 #include <memory>
 #include <new>
 #include <optional>
-#include <typeinfo>
 #include <string>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
 #include "courier/actor.hpp"
+#include "courier/detail/message.hpp"
+#include "courier/detail/runtime.hpp"
 #include "courier/net/connection.hpp"
 #include "courier/net/reactor.hpp"
 #include "courier/net/transport.hpp"
 #include "courier/net/wire_interface.hpp"
+#include "courier/pool.hpp"
 #include "courier/response_promise.hpp"
 
 namespace courier::net {
@@ -70,13 +73,28 @@ class io_link : public owned_handler {
   int fd = -1;
 };
 
+/// Queues io_ready on the normal lane without the capacity check (as a timer's message): a
+/// connection with a bounded mailbox (connection_config::mailbox_capacity) must never lose its
+/// readiness, which edge-triggered epoll reports once.
+template <class Conn>
+void post_io_ready(const actor_ref<Conn>& ref) {
+  auto* slot = courier::detail::make_message<io_ready>(ref.template message_index<io_ready>(), nullptr, io_ready{});
+  if (!ref.base()->enqueue(slot)) pool::destroy(slot);  // stopped: nothing left to read for
+}
+
 template <class Conn>
 class io_link_for final : public io_link {
  public:
   explicit io_link_for(actor_ref<Conn> r) : ref(std::move(r)) {}
   void on_io(std::uint32_t) noexcept override {
     if (!alive.load(std::memory_order_acquire)) return;
-    if (!queued.exchange(true, std::memory_order_acq_rel)) ref.send(io_ready{});
+    if (!queued.exchange(true, std::memory_order_acq_rel)) {
+      try {
+        post_io_ready(ref);
+      } catch (...) {
+        queued.store(false, std::memory_order_release);  // out of memory: the next readiness retries
+      }
+    }
   }
   actor_ref<Conn> ref;
 };
@@ -151,17 +169,21 @@ class client_connection
   response_promise<typename I::template reply_type<M>> on(const M& msg) {
     using R = typename I::template reply_type<M>;
     auto promise = this->template make_response_promise<R>();
+    const bool gone = conn_.finished() || (conn_.open() && !conn_.open_for_calls());
+    const bool refused = gone || conn_.unwritten() > conn_.config().outbound_high_water;
+    if (refused && !promise.pending()) {  // a one-way send: counted, and a dead letter as a local refusal is
+      refused_sends_.fetch_add(1, std::memory_order_relaxed);
+      ++conn_.stats().refused_sends;
+      courier::detail::dead_letter(this->core(), this->id(), typeid(M).name(),
+                                   gone ? dead_letter_reason::stopped : dead_letter_reason::mailbox_full);
+      return {};
+    }
     if (conn_.finished()) {
       promise.fail(why());
       return {};
     }
     if (conn_.unwritten() > conn_.config().outbound_high_water) {
-      if (promise.pending()) {
-        promise.fail(courier::error(errc::mailbox_full, "the connection's outbound buffer is above its high-water mark"));
-      } else {  // a one-way send has no one to tell but the dead-letter hook
-        ++conn_.stats().refused_sends;
-        courier::detail::dead_letter(this->core(), this->id(), typeid(M).name(), dead_letter_reason::mailbox_full);
-      }
+      promise.fail(courier::error(errc::mailbox_full, "the connection's outbound buffer is above its high-water mark"));
       return {};
     }
     if (conn_.open() && !conn_.open_for_calls()) {
@@ -286,6 +308,13 @@ class client_connection
   /// Calls waiting for their reply.
   std::size_t in_flight() const noexcept { return in_flight_; }
 
+  /// One-way sends this connection took from its mailbox but did not put on the wire: its outbound
+  /// buffer was above outbound_high_water (the peer reads too slowly), or the connection was
+  /// closing or lost. A send has no reply to fail: each is also reported to the system's
+  /// dead-letter hook (reason mailbox_full, or stopped), as a local bounded mailbox's refusal is.
+  /// Any thread may read it.
+  std::uint64_t refused_sends() const noexcept { return refused_sends_.load(std::memory_order_relaxed); }
+
  private:
   struct call_slot {
     std::uint64_t tid = 0;
@@ -304,7 +333,7 @@ class client_connection
 
   void drain() {
     const bool was_open = conn_.open();
-    if (conn_.receive(*this)) this->self().send(io_ready{});  // budget spent: yield, read on later
+    if (conn_.receive(*this)) detail::post_io_ready(this->self());  // budget spent: yield, read on later
     if (conn_.finished()) {
       lose();  // fails the waiters with why (a refused or spoiled handshake too)
     } else if (!was_open && conn_.open()) {
@@ -392,6 +421,7 @@ class client_connection
   std::size_t in_flight_ = 0;
   std::uint64_t encode_failures_ = 0;
   courier::error lost_why_;
+  std::atomic<std::uint64_t> refused_sends_{0};
   bool lost_ = false;
 };
 
@@ -471,7 +501,13 @@ class server_connection : public courier::actor<server_connection<I>, io_ready, 
   // Every 256th one-way send travels as a request: its reply tells the connection that everything
   // sent before it was handled (per-sender order), which bounds the sends in flight without a reply
   // per message.
+  // A smaller max_in_flight marks more often (a quarter of it), so the sends not yet marked can
+  // never hold the connection paused (it resumes at half).
   static constexpr std::uint32_t send_marker_every = 256;
+  std::uint32_t marker_every() const noexcept {
+    const std::size_t quarter = conn_.config().max_in_flight / 4;
+    return quarter >= send_marker_every ? send_marker_every : quarter == 0 ? 1u : static_cast<std::uint32_t>(quarter);
+  }
 
   template <std::size_t P>
   void dispatch(const wire::frame_view& f, bool is_call) {
@@ -487,13 +523,16 @@ class server_connection : public courier::actor<server_connection<I>, io_ready, 
       return;
     }
     if (!is_call) {
-      if (++sends_since_marker_ < send_marker_every) {
+      // Each send counts as in flight until a marker's reply covers it, so sends are held to
+      // max_in_flight like calls (not max_in_flight markers of 256 sends each).
+      ++in_flight_;
+      if (++sends_since_marker_ < marker_every()) {
         target_.send(std::move(msg));
         return;
       }
-      sends_since_marker_ = 0;
-      ++in_flight_;
-      target_.request(std::move(msg)).then([this](const R&) { settled(); }, [this](const courier::error&) { settled(); });
+      const std::size_t covered = std::exchange(sends_since_marker_, 0);
+      target_.request(std::move(msg))
+          .then([this, covered](const R&) { settled(covered); }, [this, covered](const courier::error&) { settled(covered); });
       return;
     }
     ++in_flight_;
@@ -517,8 +556,8 @@ class server_connection : public courier::actor<server_connection<I>, io_ready, 
             });
   }
 
-  void settled() {
-    --in_flight_;
+  void settled(std::size_t answered = 1) {
+    in_flight_ -= answered;
     if (paused_ && in_flight_ <= conn_.config().max_in_flight / 2) {
       paused_ = false;
       drain();
@@ -542,7 +581,7 @@ class server_connection : public courier::actor<server_connection<I>, io_ready, 
       paused_ = true;
       return;
     }
-    if (conn_.receive(*this)) this->self().send(io_ready{});
+    if (conn_.receive(*this)) detail::post_io_ready(this->self());
   }
 
   actor_ref<I> target_;
