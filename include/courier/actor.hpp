@@ -362,6 +362,15 @@ detail::resume_result actor<Derived, Msgs...>::resume_impl(detail::actor_base* b
     ~count_on_return() { ran += handled; }
   } count_guard{ran, handled};
   error failure;
+  // Goes idle when nothing is queued. try_block still reads the mailbox after publishing "idle",
+  // when another worker may already run this actor, stop it and drop its last reference: a
+  // reference of our own keeps the memory alive until it is done (its release may free it here).
+  auto go_idle = [self]() noexcept {
+    self->add_ref();
+    const bool idle = self->mailbox_.try_block();
+    self->release();
+    return idle;
+  };
   try {
     for (;;) {
       msg = self->mailbox_.pop();
@@ -370,7 +379,7 @@ detail::resume_result actor<Derived, Msgs...>::resume_impl(detail::actor_base* b
           // Before try_block: once the actor is idle, another worker may already be running it.
           if (handled != 0) static_cast<Derived*>(self)->on_turn_end();
         }
-        if (self->mailbox_.try_block()) return detail::resume_result::idle;
+        if (go_idle()) return detail::resume_result::idle;
         continue;
       }
       if (msg->type < detail::first_system_type) [[likely]] {
@@ -395,7 +404,7 @@ detail::resume_result actor<Derived, Msgs...>::resume_impl(detail::actor_base* b
       if (handled == budget) {
         if constexpr (detail::has_on_turn_end<Derived>) static_cast<Derived*>(self)->on_turn_end();
         // Going idle here, when nothing is queued, saves the scheduler a resume that finds nothing.
-        if (self->mailbox_.try_block()) return detail::resume_result::idle;
+        if (go_idle()) return detail::resume_result::idle;
         return detail::resume_result::reschedule;
       }
     }

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <climits>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -80,7 +81,7 @@ class connection {
   /// reply, error of a call) while its bytes are valid. Returns true when the budget ran out with
   /// more perhaps left to read (the caller reads again on a later turn).
   template <class Handler>
-  bool receive(Handler& handler);
+  bool receive(Handler& handler, std::size_t max_bytes = SIZE_MAX);
 
   /// Where application frames go. Until the handshake is accepted they are held back (the
   /// protocol forbids them before), then they follow the session's own frames.
@@ -149,11 +150,15 @@ class connection {
 };
 
 template <class Handler>
-bool connection::receive(Handler& handler) {
+bool connection::receive(Handler& handler, std::size_t max_bytes) {
   if (!sock_) return false;
   std::size_t taken = 0;
-  while (!finished_ && taken < cfg_.read_budget) {
-    const io_result r = read_some(sock_, {read_buf_.get(), cfg_.read_chunk});
+  // `max_bytes` caps what this call may read: a frame is at least a header long, so a caller that
+  // has room for n more frames passes n headers' worth and never gets more than n.
+  const std::size_t budget = max_bytes < cfg_.read_budget ? max_bytes : cfg_.read_budget;
+  while (!finished_ && taken < budget) {
+    const std::size_t want = budget - taken < cfg_.read_chunk ? budget - taken : cfg_.read_chunk;
+    const io_result r = read_some(sock_, {read_buf_.get(), want});
     if (r.status == io_result::would_block) return false;
     if (r.status == io_result::eof) {
       session_.on_eof();

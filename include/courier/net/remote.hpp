@@ -505,7 +505,7 @@ class server_connection : public courier::actor<server_connection<I>, io_ready, 
   // never hold the connection paused (it resumes at half).
   static constexpr std::uint32_t send_marker_every = 256;
   std::uint32_t marker_every() const noexcept {
-    const std::size_t quarter = conn_.config().max_in_flight / 4;
+    const std::size_t quarter = in_flight_limit() / 4;
     return quarter >= send_marker_every ? send_marker_every : quarter == 0 ? 1u : static_cast<std::uint32_t>(quarter);
   }
 
@@ -558,7 +558,7 @@ class server_connection : public courier::actor<server_connection<I>, io_ready, 
 
   void settled(std::size_t answered = 1) {
     in_flight_ -= answered;
-    if (paused_ && in_flight_ <= conn_.config().max_in_flight / 2) {
+    if (paused_ && in_flight_ <= in_flight_limit() / 2) {
       paused_ = false;
       drain();
     }
@@ -566,7 +566,7 @@ class server_connection : public courier::actor<server_connection<I>, io_ready, 
 
   // Written replies make room: a connection paused on its outbound mark resumes reading.
   void on_turn_end_resume() {
-    if (paused_ && in_flight_ < conn_.config().max_in_flight && conn_.unwritten() <= conn_.config().outbound_high_water / 2) {
+    if (paused_ && in_flight_ < in_flight_limit() && conn_.unwritten() <= conn_.config().outbound_high_water / 2) {
       paused_ = false;
       drain();
     }
@@ -577,11 +577,21 @@ class server_connection : public courier::actor<server_connection<I>, io_ready, 
   // flow control reaches the client. A read budget spent yields the worker to other actors.
   void drain() {
     if (conn_.finished()) return;
-    if (in_flight_ >= conn_.config().max_in_flight || conn_.unwritten() > conn_.config().outbound_high_water) {
+    const std::size_t limit = in_flight_limit();
+    if (in_flight_ >= limit || conn_.unwritten() > conn_.config().outbound_high_water) {
       paused_ = true;
       return;
     }
-    if (conn_.receive(*this)) detail::post_io_ready(this->self());
+    // Read no more frames than there is room for: every frame is at least a header long.
+    if (conn_.receive(*this, (limit - in_flight_) * wire::header_size)) detail::post_io_ready(this->self());
+  }
+
+  // Calls and sends that may wait for the served actor: max_in_flight, and at most half a bounded
+  // mailbox's capacity, so that what the connection hands over always fits.
+  std::size_t in_flight_limit() const noexcept {
+    const std::size_t cap = target_.mailbox_capacity();
+    const std::size_t own = conn_.config().max_in_flight;
+    return cap != 0 && cap / 2 < own ? (cap / 2 == 0 ? 1 : cap / 2) : own;
   }
 
   actor_ref<I> target_;
