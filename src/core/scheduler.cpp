@@ -225,6 +225,7 @@ void worker::run() {
   // The worker's first chunk now, at start-up: an actor that first runs here later (stolen, or
   // woken from another thread) then finds slots of every size class without a heap call.
   pool::reserve_thread_chunk();
+  core->workers_ready.fetch_add(1, std::memory_order_release);
   moodycamel::ConsumerToken token(core->injection);
   const std::uint32_t budget = core->cfg.throughput;
   for (;;) {
@@ -354,6 +355,10 @@ void system_core::start_workers() {
     workers.push_back(std::move(w));
   }
   for (auto& w : workers) w->thread = std::thread([p = w.get()] { p->run(); });
+  // Each worker takes its first pool chunk as it starts; waiting for that here makes "nothing is
+  // allocated after the system is built" hold from the first message on, not only once the
+  // operating system got round to starting every thread (on a loaded host that can take long).
+  while (workers_ready.load(std::memory_order_acquire) < workers.size()) std::this_thread::yield();
 }
 
 void system_core::stop_workers(bool join) {

@@ -269,6 +269,7 @@ class system_core {
   std::atomic<int> pollers_inside{0};
   std::atomic<int> polling_worker{-1};
   std::atomic<bool> stopping{false};
+  std::atomic<std::size_t> workers_ready{0};  // workers that have taken their first pool chunk
   int event_fd = -1;  // embedded: closed by ~system (the host may watch it until then)
   std::atomic<bool> fd_signaled{false};
   /// Embedded: the thread that drives the system (the last to call a run function; at first the
