@@ -132,30 +132,7 @@ class node {
   courier::result<actor_ref<I>> connect(const endpoint& where, const connection_config& cfg = {}) {
     auto c = net::connect(where);
     if (!c) return c.err();
-    // Told by the connection itself rather than asked: a connection lost before an ask reached
-    // it (a pipe server that exits at once) would answer actor_stopped and lose the reason.
-    auto opened = std::make_shared<std::promise<courier::error>>();
-    auto outcome = opened->get_future();
-    auto conn = core_->system().template spawn<client_connection<I>>(spawn_options{.mailbox_capacity = cfg.mailbox_capacity}, core_, std::move(c->sock), std::move(c->child), cfg,
-                                                                      std::move(opened));
-    if (core_->system().settings().mode == courier::scheduling::threaded && courier::detail::current_actor == nullptr) {
-      // The session's own handshake time-out ends the wait; the extra second is a backstop.
-      if (outcome.wait_for(cfg.handshake_timeout + std::chrono::seconds(1)) != std::future_status::ready) {
-        conn.stop();
-        return courier::error(errc::request_timeout, "connect " + to_string(where) + ": no handshake in time");
-      }
-      courier::error e;
-      try {
-        e = outcome.get();
-      } catch (const std::future_error&) {  // the actor was destroyed without starting (system shut down)
-        e = courier::error(errc::connection_lost, "connect " + to_string(where) + ": the connection never started");
-      }
-      if (e) {
-        conn.stop();
-        return e;
-      }
-    }
-    return actor_ref<I>(std::move(conn));
+    return start_client<I>(std::move(c->sock), std::move(c->child), cfg, "connect " + to_string(where));
   }
 
   /// A client on a stream that is already connected (a socket pair, an inherited descriptor):
@@ -163,15 +140,7 @@ class node {
   template <class I>
   courier::result<actor_ref<I>> adopt(socket connected, const connection_config& cfg = {}) {
     if (auto ok = make_nonblocking(connected.fd()); !ok) return ok.err();
-    auto conn = core_->system().template spawn<client_connection<I>>(core_, std::move(connected), std::nullopt, cfg);
-    if (core_->system().settings().mode == courier::scheduling::threaded && courier::detail::current_actor == nullptr) {
-      auto ok = conn.ask(await_open{}, cfg.handshake_timeout + std::chrono::seconds(1));
-      if (!ok) {
-        conn.stop();
-        return ok.err();
-      }
-    }
-    return actor_ref<I>(std::move(conn));
+    return start_client<I>(std::move(connected), std::nullopt, cfg, "adopt");
   }
 
   /// Serves `target` on one stream that is already connected (the server side of adopt()).
@@ -231,6 +200,38 @@ class node {
   void stop(std::chrono::milliseconds grace = std::chrono::seconds(2)) { core_->stop(grace); }
 
  private:
+  // Spawns the client connection and, from a plain thread of a threaded system, waits for the
+  // handshake's outcome. Told by the connection itself rather than asked: a connection lost
+  // before an ask reached it (a pipe server that exits at once) would answer actor_stopped and
+  // lose the reason.
+  template <class I>
+  courier::result<actor_ref<I>> start_client(socket sock, std::optional<child_process> child, const connection_config& cfg,
+                                             const std::string& what) {
+    auto opened = std::make_shared<std::promise<courier::error>>();
+    auto outcome = opened->get_future();
+    auto conn = core_->system().template spawn<client_connection<I>>(spawn_options{.mailbox_capacity = cfg.mailbox_capacity},
+                                                                      core_, std::move(sock), std::move(child), cfg,
+                                                                      std::move(opened));
+    if (core_->system().settings().mode == courier::scheduling::threaded && courier::detail::current_actor == nullptr) {
+      // The session's own handshake time-out ends the wait; the extra second is a backstop.
+      if (outcome.wait_for(cfg.handshake_timeout + std::chrono::seconds(1)) != std::future_status::ready) {
+        conn.stop();
+        return courier::error(errc::request_timeout, what + ": no handshake in time");
+      }
+      courier::error e;
+      try {
+        e = outcome.get();
+      } catch (const std::future_error&) {  // the actor was destroyed without starting (system shut down)
+        e = courier::error(errc::connection_lost, what + ": the connection never started");
+      }
+      if (e) {
+        conn.stop();
+        return e;
+      }
+    }
+    return actor_ref<I>(std::move(conn));
+  }
+
   std::shared_ptr<detail::node_core> core_;
 };
 

@@ -51,8 +51,6 @@ namespace courier::net {
 struct io_ready {};
 /// The session's clock: handshake and close time-outs, keepalive pings, dead-peer detection.
 struct session_tick {};
-/// Replies once the handshake is done (or fails with why it could not be): node::connect waits on it.
-struct await_open {};
 
 namespace detail {
 
@@ -143,7 +141,7 @@ class interface_messages<courier::interface<Rs(Ms)...>> {
 /// The client side of a connection: an actor that implements `I` by forwarding to the peer.
 template <class I>
 class client_connection
-    : public detail::interface_messages<I>::template actor_base<client_connection<I>, io_ready, session_tick, await_open>,
+    : public detail::interface_messages<I>::template actor_base<client_connection<I>, io_ready, session_tick>,
       private detail::connection_base {
   using table = wire_interface<I>;
 
@@ -171,23 +169,19 @@ class client_connection
     auto promise = this->template make_response_promise<R>();
     const bool gone = conn_.finished() || (conn_.open() && !conn_.open_for_calls());
     const bool refused = gone || conn_.unwritten() > conn_.config().outbound_high_water;
-    if (refused && !promise.pending()) {  // a one-way send: counted, and a dead letter as a local refusal is
-      refused_sends_.fetch_add(1, std::memory_order_relaxed);
-      ++conn_.stats().refused_sends;
-      courier::detail::dead_letter(this->core(), this->id(), typeid(M).name(),
-                                   gone ? dead_letter_reason::stopped : dead_letter_reason::mailbox_full);
-      return {};
-    }
-    if (conn_.finished()) {
-      promise.fail(why());
-      return {};
-    }
-    if (conn_.unwritten() > conn_.config().outbound_high_water) {
-      promise.fail(courier::error(errc::mailbox_full, "the connection's outbound buffer is above its high-water mark"));
-      return {};
-    }
-    if (conn_.open() && !conn_.open_for_calls()) {
-      promise.fail(courier::error(errc::connection_lost, "the connection is closing"));
+    if (refused) {
+      if (!promise.pending()) {  // a one-way send: counted, and a dead letter as a local refusal is
+        refused_sends_.fetch_add(1, std::memory_order_relaxed);
+        ++conn_.stats().refused_sends;
+        courier::detail::dead_letter(this->core(), this->id(), typeid(M).name(),
+                                     gone ? dead_letter_reason::stopped : dead_letter_reason::mailbox_full);
+      } else if (conn_.finished()) {
+        promise.fail(why());
+      } else if (conn_.unwritten() > conn_.config().outbound_high_water) {
+        promise.fail(courier::error(errc::mailbox_full, "the connection's outbound buffer is above its high-water mark"));
+      } else {
+        promise.fail(courier::error(errc::connection_lost, "the connection is closing"));
+      }
       return {};
     }
     if (!promise.pending()) {  // one-way: nobody waits, nobody is told
@@ -226,17 +220,6 @@ class client_connection
     if (conn_.finished()) lose();
   }
 
-  response_promise<unit> on(const await_open&) {
-    auto promise = this->template make_response_promise<unit>();
-    if (conn_.finished())  // first: a handshake that failed has left `handshaking` too
-      promise.fail(why());
-    else if (conn_.open())
-      promise.deliver();
-    else
-      open_waiters_.push_back(std::move(promise));
-    return {};
-  }
-
   void on_turn_end() {
     if (conn_.wants_write()) flush();
     if (conn_.finished()) lose();
@@ -270,39 +253,29 @@ class client_connection
       conn_.session().count_dropped_reply();
       return;
     }
-    table::visit(slot.position, [&]<std::size_t P>() {
-      using R = typename table::template reply_at<P>;
-      auto* promise = std::launder(reinterpret_cast<response_promise<R>*>(slot.storage));
-      if (promise->settled()) {  // the caller timed out: a late reply, dropped and counted
+    settle(slot, [&]<class R>(response_promise<R>& promise) {
+      if (promise.settled()) {  // the caller timed out: a late reply, dropped and counted
         ++conn_.stats().dropped_replies;
         conn_.session().count_dropped_reply();
       } else if (f.kind() == wire::kind::error) {
-        promise->fail(error_of(f));
+        promise.fail(error_of(f));
       } else {
         R value{};
         if (auto ok = decode_reply(f, value); ok)
-          promise->deliver(std::move(value));
+          promise.deliver(std::move(value));
         else
-          promise->fail(courier::error(errc::protocol_error, "cannot decode the reply: " + ok.err().message()));
+          promise.fail(courier::error(errc::protocol_error, "cannot decode the reply: " + ok.err().message()));
       }
-      promise->~response_promise<R>();
     });
-    slot.tid = 0;
-    --in_flight_;
   }
 
   // A reply (or error) to one of our calls arrived spoiled: that call fails, the connection goes on.
   void on_bad_reply(std::uint64_t tid, const wire::error& e) {
     call_slot& slot = calls_[tid & (calls_.size() - 1)];
     if (tid == 0 || slot.tid != tid) return;
-    table::visit(slot.position, [&]<std::size_t P>() {
-      using R = typename table::template reply_at<P>;
-      auto* promise = std::launder(reinterpret_cast<response_promise<R>*>(slot.storage));
-      promise->fail(courier::error(errc::protocol_error, "the reply was spoiled: " + e.message()));
-      promise->~response_promise<R>();
+    settle(slot, [&]<class R>(response_promise<R>& promise) {
+      promise.fail(courier::error(errc::protocol_error, "the reply was spoiled: " + e.message()));
     });
-    slot.tid = 0;
-    --in_flight_;
   }
 
   /// Calls waiting for their reply.
@@ -337,26 +310,39 @@ class client_connection
     if (conn_.finished()) {
       lose();  // fails the waiters with why (a refused or spoiled handshake too)
     } else if (!was_open && conn_.open()) {
-      for (auto& w : open_waiters_) w.deliver();
-      open_waiters_.clear();
       if (auto o = std::exchange(opened_, nullptr)) o->set_value({});
     }
   }
 
-  // A slot whose caller already gave up (timed out) may be reused; its reply will find no call.
-  bool reclaim(call_slot& slot) {
-    bool freed = false;
+  // Runs `f` on the typed promise of an occupied slot, then frees the slot. The promise type is
+  // found from the slot's message position (a switch, see wire_interface::visit).
+  template <class F>
+  void settle(call_slot& slot, F&& f) {
     table::visit(slot.position, [&]<std::size_t P>() {
       using R = typename table::template reply_at<P>;
       auto* promise = std::launder(reinterpret_cast<response_promise<R>*>(slot.storage));
-      if (promise->settled()) {
-        promise->~response_promise<R>();
-        slot.tid = 0;
-        --in_flight_;
-        freed = true;
-      }
+      f(*promise);
+      promise->~response_promise<R>();
     });
-    return freed;
+    slot.tid = 0;
+    --in_flight_;
+  }
+
+  // Whether the caller of an occupied slot still waits (it may have timed out).
+  bool waiting(const call_slot& slot) {
+    bool answer = false;
+    table::visit(slot.position, [&]<std::size_t P>() {
+      using R = typename table::template reply_at<P>;
+      answer = !std::launder(reinterpret_cast<const response_promise<R>*>(slot.storage))->settled();
+    });
+    return answer;
+  }
+
+  // A slot whose caller already gave up (timed out) may be reused; its reply will find no call.
+  bool reclaim(call_slot& slot) {
+    if (waiting(slot)) return false;
+    settle(slot, []<class R>(response_promise<R>&) {});
+    return true;
   }
 
   static courier::error error_of(const wire::frame_view& f) {
@@ -369,18 +355,8 @@ class client_connection
 
   void fail_all(const courier::error& why) {
     for (call_slot& slot : calls_) {
-      if (slot.tid == 0) continue;
-      table::visit(slot.position, [&]<std::size_t P>() {
-        using R = typename table::template reply_at<P>;
-        auto* promise = std::launder(reinterpret_cast<response_promise<R>*>(slot.storage));
-        promise->fail(why);
-        promise->~response_promise<R>();
-      });
-      slot.tid = 0;
+      if (slot.tid != 0) settle(slot, [&]<class R>(response_promise<R>& promise) { promise.fail(why); });
     }
-    in_flight_ = 0;
-    for (auto& w : open_waiters_) w.fail(why);
-    open_waiters_.clear();
     if (auto o = std::exchange(opened_, nullptr)) o->set_value(why);
   }
 
@@ -389,9 +365,9 @@ class client_connection
 
   // The connection is over: fail what waits, and stop with connection_lost (or protocol_error)
   // so monitors hear why. The stop is queued behind the messages already sent to us, so that
-  // they fail with why() rather than actor_stopped: node::connect's await_open among them, which
-  // is queued right after the spawn and would otherwise lose a pipe server's exit status when
-  // the server exits before the handshake.
+  // they fail with why() rather than actor_stopped: requests queued right after the spawn,
+  // which would otherwise lose a pipe server's exit status when the server exits before the
+  // handshake.
   void lose() {
     if (lost_) return;
     lost_why_ = conn_.why();
@@ -416,7 +392,6 @@ class client_connection
   std::shared_ptr<std::promise<courier::error>> opened_;
   timer_handle ticks_;
   std::vector<call_slot> calls_;
-  std::vector<response_promise<unit>> open_waiters_;
   std::uint64_t next_tid_ = 1;
   std::size_t in_flight_ = 0;
   std::uint64_t encode_failures_ = 0;
