@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include "courier/net/socket.hpp"
 
@@ -72,6 +73,19 @@ inline int thread_count() {
   while (const dirent* entry = ::readdir(dir))
     if (entry->d_name[0] != '.') ++count;
   ::closedir(dir);
+  return count;
+}
+
+/// thread_count() once threads that were joined have left /proc/self/task: join() returns when a
+/// thread has cleared its id, a moment before the kernel drops its task entry. Waits up to
+/// `limit` for the count to come down to `expected`; a thread that really leaked stays counted.
+inline int thread_count_settled(int expected, std::chrono::milliseconds limit = std::chrono::seconds(2)) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  int count = thread_count();
+  while (count > expected && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    count = thread_count();
+  }
   return count;
 }
 
