@@ -27,4 +27,5 @@
 #include "courier/wire/message.hpp"   // IWYU pragma: export
 #include "courier/wire/print.hpp"     // IWYU pragma: export
 #include "courier/wire/session.hpp"   // IWYU pragma: export
+#include "courier/wire/shared_buffer.hpp" // IWYU pragma: export
 #include "courier/token.hpp"          // IWYU pragma: export

@@ -28,8 +28,11 @@ connection::connection(socket sock, wire::role role, const connection_config& cf
     : sock_(std::move(sock)),
       cfg_(cfg),
       session_(role, session_config_of(cfg_)),
-      read_buf_(new std::byte[cfg_.read_chunk]),
-      send_limits_(cfg_.limits) {}
+      send_limits_(cfg_.limits) {
+  blocks_.push_back(wire::block_ref::adopt(wire::shared_block::make(cfg_.read_chunk)));
+  cur_ = blocks_.back().get();
+  ++stats_.read_blocks;
+}
 
 connection::~connection() = default;
 
@@ -100,6 +103,59 @@ void connection::compact() noexcept {
   std::memmove(out_.data(), out_.data() + written_, left);
   out_.truncate(left);
   written_ = 0;
+}
+
+// The size of the frame whose first bytes wait at cur_[begin_, end_), as far as it is known: its
+// header's length once 32 bytes are there, else one byte more than is there.
+std::size_t connection::pending_frame_size() const noexcept {
+  const std::size_t have = end_ - begin_;
+  if (have >= wire::header_size) {
+    auto h = wire::parse_header(std::span<const std::byte, wire::header_size>(cur_->data() + begin_, wire::header_size), cfg_.limits);
+    if (h) return wire::header_size + h->body_length;
+  }
+  return have + 1;
+}
+
+// A block we hold that nothing else does and that has `need` bytes, other than cur_; else a new
+// one while we are under max_read_blocks (a frame larger than read_chunk always gets one of its
+// own size, dropped once it is used); null when every block is still in use.
+wire::shared_block* connection::free_block(std::size_t need) {
+  for (wire::block_ref& b : blocks_) {
+    if (b.get() != cur_ && b->use_count() == 1 && b->capacity() >= need) return b.get();
+  }
+  const bool large = need > cfg_.read_chunk;
+  std::size_t standard = 0;
+  for (const wire::block_ref& b : blocks_) standard += b->capacity() <= cfg_.read_chunk ? 1 : 0;
+  if (!large && standard >= cfg_.max_read_blocks) return nullptr;
+  blocks_.push_back(wire::block_ref::adopt(wire::shared_block::make(large ? need : cfg_.read_chunk)));
+  ++stats_.read_blocks;
+  return blocks_.back().get();
+}
+
+// Makes room in cur_ for the next read: the frame begun at begin_ must fit in the block from
+// where it starts, and there must be space after end_. A block still viewed by messages is never
+// written; the partial frame then moves to a free block.
+bool connection::make_room() {
+  if (begin_ == end_ && cur_->use_count() == 1) begin_ = end_ = 0;  // all handed over, nobody holds it
+  const std::size_t need = pending_frame_size();
+  if (end_ < cur_->capacity() && cur_->capacity() - begin_ >= need) return true;
+  const std::size_t have = end_ - begin_;
+  if (cur_->use_count() == 1 && cur_->capacity() >= need) {
+    std::memmove(cur_->data(), cur_->data() + begin_, have);
+    stats_.bytes_moved += have;
+  } else {
+    wire::shared_block* next = free_block(need);
+    if (next == nullptr) return false;
+    std::memcpy(next->data(), cur_->data() + begin_, have);
+    stats_.bytes_moved += have;
+    wire::shared_block* old = std::exchange(cur_, next);
+    if (old->capacity() > cfg_.read_chunk) {  // a large frame's block: not kept for reuse
+      std::erase_if(blocks_, [old](const wire::block_ref& b) { return b.get() == old; });
+    }
+  }
+  begin_ = 0;
+  end_ = have;
+  return true;
 }
 
 bool connection::flush() {

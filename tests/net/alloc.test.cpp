@@ -3,8 +3,9 @@
 // over TCP loopback. The counting global allocator (tests/support) sees every operator new in the
 // process (both systems, their workers, both reactor threads); pool chunks and large slots, which
 // the pool takes from its own hook, are counted from the pool's statistics (as in
-// tests/core/allocation.test.cpp). The messages are all ints: a std::string in a decoded message
-// allocates by design, and the claim is about the path, not the payload.
+// tests/core/allocation.test.cpp). The messages are ints, and one string_ref (zero-copy receive: the
+// served actor views the connection's receive block); a std::string in a decoded message allocates
+// by design.
 //
 // Set COURIER_ALLOC_TRACE=1 to print a backtrace for each allocation in a measured phase.
 #include "courier/net/node.hpp"
@@ -49,9 +50,16 @@ struct total {
   auto fields() const { return std::tie(); }
 };
 
-using api = courier::interface<std::int32_t(add), void(bump), std::int64_t(total)>;
+struct label {  // a string_ref field: decoded as a view into the server's receive block, not a copy
+  static constexpr courier::token token{"LABL"};
+  courier::wire::string_ref text;
+  auto fields() { return std::tie(text); }
+  auto fields() const { return std::tie(text); }
+};
 
-class service : public courier::actor<service, add, bump, total> {
+using api = courier::interface<std::int32_t(add), void(bump), std::int64_t(total), std::int32_t(label)>;
+
+class service : public courier::actor<service, add, bump, total, label> {
  public:
   explicit service(std::atomic<std::uint64_t>* bumps) : bumps_(bumps) {}
   std::int32_t on(const add& m) { return m.a + m.b; }
@@ -60,6 +68,9 @@ class service : public courier::actor<service, add, bump, total> {
     bumps_->fetch_add(1, std::memory_order_release);
   }
   std::int64_t on(const total&) { return total_; }
+  std::int32_t on(const label& m) {
+    return m.text.owner() && m.text.owner()->holds(m.text.data()) ? static_cast<std::int32_t>(m.text.size()) : -1;
+  }
 
  private:
   std::atomic<std::uint64_t>* bumps_;
@@ -303,5 +314,27 @@ TEST_CASE("remote one-way sends allocate nothing per message in steady state", "
     auto t = p.remote.ask(total{}, 10s);
     REQUIRE(t);
     CHECK(static_cast<std::uint64_t>(*t) == sent);
+  }
+}
+
+TEST_CASE("remote calls with a string_ref field allocate nothing: the text views the receive block", "[net][allocation]") {
+  courier_test::watchdog wd{"net allocation: string_ref", 60s};
+  for (auto where : {uds_endpoint(), tcp_endpoint()}) {
+    INFO("transport: " << name_of(where));
+    pair p(where);
+    const std::string text(48, 't');  // beyond any small-string buffer
+    for (std::int32_t i = 0; i < 1'000; ++i) REQUIRE(p.remote.ask(label{courier::wire::string_ref(text)}, 10s));
+    settle();
+    measured m;
+    std::uint64_t wrong = 0;
+    for (std::int32_t i = 0; i < static_cast<std::int32_t>(5'000 / scale); ++i) {
+      auto v = p.remote.ask(label{courier::wire::string_ref(text)}, 10s);  // ask: `text` outlives the call
+      if (!v || *v != 48) ++wrong;
+    }
+    const auto events = m.events();  // before INFO, which allocates its text
+    INFO("operator new calls: " << m.operator_new_calls() << ", pool chunks: " << m.pool_chunks()
+                                << ", large slots: " << m.large_slots());
+    CHECK(events == 0);
+    CHECK(wrong == 0);
   }
 }

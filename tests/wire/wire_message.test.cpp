@@ -1,6 +1,7 @@
 #include "courier/wire.hpp"
 
 #include <array>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -125,6 +126,68 @@ TEST_CASE("message: string_view and span fields decode as views into the frame")
   CHECK(g->who.data() > reinterpret_cast<const char*>(buf.data()));
   REQUIRE(g->payload.size() == 2);
   CHECK(g->payload[1] == std::byte{2});
+}
+
+namespace {
+struct shared_note {
+  static constexpr courier::token token{"SHRD"};
+  w::string_ref text;
+  std::vector<w::bytes_ref> parts;
+  auto fields() { return std::tie(text, parts); }
+  auto fields() const { return std::tie(text, parts); }
+};
+struct nested_view {
+  std::vector<greet> inner;
+  auto fields() { return std::tie(inner); }
+  auto fields() const { return std::tie(inner); }
+};
+}  // namespace
+
+static_assert(w::views_frame<greet>, "string_view and span fields view the frame");
+static_assert(w::views_frame<nested_view>, "at any depth");
+static_assert(!w::views_frame<shared_note>, "string_ref and bytes_ref keep their block instead");
+static_assert(!w::views_frame<everything>);
+
+TEST_CASE("message: string_ref and bytes_ref decoded with an owner view its block and share it") {
+  const std::byte raw[] = {std::byte{7}, std::byte{8}, std::byte{9}};
+  w::out_buffer buf;
+  REQUIRE(w::encode(buf, shared_note{w::string_ref("hello"), {w::bytes_ref(raw), w::bytes_ref(raw)}}).has_value());
+  // The frame in a shared block, as a connection reads it.
+  w::block_ref block = w::block_ref::adopt(w::shared_block::make(buf.size()));
+  std::memcpy(block->data(), buf.data(), buf.size());
+  auto f = w::decode_frame({block->data(), buf.size()});
+  REQUIRE(f.has_value());
+  {
+    shared_note n;
+    REQUIRE(w::decode(*f, n, block.get()).has_value());
+    CHECK(n.text.view() == "hello");
+    CHECK(block->holds(n.text.data()));
+    CHECK(n.text.owner().get() == block.get());
+    REQUIRE(n.parts.size() == 2);
+    CHECK(block->holds(n.parts[1].data()));
+    CHECK(n.parts[1].view()[2] == std::byte{9});
+    CHECK(block->use_count() == 4);  // ours, the text's, two parts'
+    shared_note copy = n;            // a copy shares too
+    CHECK(block->use_count() == 7);
+  }
+  CHECK(block->use_count() == 1);  // every field let go
+}
+
+TEST_CASE("message: string_ref decoded without an owner copies into a block of its own") {
+  w::out_buffer buf;
+  REQUIRE(w::encode(buf, shared_note{w::string_ref("copied"), {}}).has_value());
+  auto f = w::decode_frame(buf.view());
+  REQUIRE(f.has_value());
+  auto n = w::decode<shared_note>(*f);
+  REQUIRE(n.has_value());
+  CHECK(n->text.view() == "copied");
+  REQUIRE(n->text.owner());
+  CHECK(n->text.owner()->holds(n->text.data()));
+  CHECK(!(n->text.data() >= reinterpret_cast<const char*>(buf.data()) &&
+          n->text.data() < reinterpret_cast<const char*>(buf.data()) + buf.size()));
+  buf.clear();  // the frame's bytes may go: the copy stays
+  CHECK(n->text.view() == "copied");
+  CHECK(!w::string_ref("plain").owner());  // built from a view, it owns nothing
 }
 
 TEST_CASE("message: decoding into an existing message reuses it") {

@@ -2,9 +2,16 @@
 /// @file
 /// One connection's byte work, shared by the client and server connection actors (remote.hpp): the
 /// socket, the protocol session (courier/wire/session.hpp: handshake, ping, close, spoiled frames),
-/// one read buffer, and one output buffer that every frame queued during a turn goes into, so that
-/// a burst leaves in one write. The actor that owns it calls it only from its own turns, so nothing
-/// here locks.
+/// the receive blocks, and one output buffer that every frame queued during a turn goes into, so
+/// that a burst leaves in one write. The actor that owns it calls it only from its own turns, so
+/// nothing here locks.
+///
+/// Zero-copy receive: reads land in reference-counted blocks (courier/wire/shared_buffer.hpp) that
+/// the connection recycles. Only whole frames are handed to the session, each a view into the
+/// block it was read into (`frame_owner()` during on_frame), so a message whose fields are
+/// `string_ref`/`bytes_ref` shares the block across its mailbox hop instead of copying. A block is
+/// written again only once nothing else holds it; a partial frame left at the end of a block moves
+/// to the front of a free block (the only copy on the receive path).
 ///
 /// Thread-safety: not thread-safe; owned by one connection actor (one thread at a time).
 
@@ -16,10 +23,12 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "courier/error.hpp"
 #include "courier/net/socket.hpp"
 #include "courier/wire/buffer.hpp"
+#include "courier/wire/shared_buffer.hpp"
 #include "courier/wire/session.hpp"
 
 namespace courier::net {
@@ -30,9 +39,14 @@ struct connection_config {
   std::string name = "courier";
   /// Frame size, item count and depth we accept (announced in the handshake).
   wire::limits limits{};
-  /// Bytes read per read() call; also the most a turn reads before it lets other actors run.
+  /// The size of a receive block (a frame larger than this gets a block of its own size), and
+  /// the most a turn reads before it lets other actors run.
   std::size_t read_chunk = 64 * 1024;
   std::size_t read_budget = 256 * 1024;
+  /// Receive blocks of read_chunk bytes a connection may hold while messages still view them
+  /// (string_ref fields handed to actors): beyond it the connection stops reading until one is
+  /// free, so handlers that keep views bound its memory (read_chunk * max_read_blocks).
+  std::size_t max_read_blocks = 64;
   /// Server: stop reading the socket while this many calls (and one-way sends, counted in
   /// batches) wait for the served actor, so TCP flow control reaches the client. Client: the most
   /// calls in flight; a request beyond it fails at once with errc::mailbox_full.
@@ -64,6 +78,9 @@ struct connection_stats {
   std::uint64_t dropped_replies = 0;  // replies (or errors) for no call waiting: late or unknown
   std::uint64_t refused_sends = 0;    // one-way sends refused: above the outbound mark, or closing or lost
                                       // (each also reported to the dead-letter hook)
+  std::uint64_t bytes_moved = 0;      // bytes of partial frames moved to another block or its front
+  std::uint64_t read_blocks = 0;      // receive blocks allocated (steady state: no growth)
+  std::uint64_t read_stalls = 0;      // reads put off because every block was still in use
 };
 
 class connection {
@@ -78,10 +95,17 @@ class connection {
 
   /// Reads what the socket holds, up to the read budget, and feeds it to the session;
   /// `handler.on_frame(const wire::frame_view&)` runs for each application frame (send, call,
-  /// reply, error of a call) while its bytes are valid. Returns true when the budget ran out with
-  /// more perhaps left to read (the caller reads again on a later turn).
+  /// reply, error of a call) while its bytes are valid (and, shared through frame_owner(), for as
+  /// long as a decoded message keeps them). Returns true when the budget ran out with more perhaps
+  /// left to read (the caller reads again on a later turn). When every receive block is still in
+  /// use it reads nothing and read_stalled() is true: call it again a little later.
   template <class Handler>
   bool receive(Handler& handler, std::size_t max_bytes = SIZE_MAX);
+
+  /// The block the frame being handled lies in (during on_frame): decode with it as owner.
+  wire::shared_block* frame_owner() const noexcept { return cur_; }
+  /// The last receive() stopped because every receive block was held by messages.
+  bool read_stalled() const noexcept { return stalled_; }
 
   /// Where application frames go. Until the handshake is accepted they are held back (the
   /// protocol forbids them before), then they follow the session's own frames.
@@ -133,6 +157,11 @@ class connection {
   void after_session_step();
   void finish(courier::error why);
   void compact() noexcept;
+  bool make_room();
+  wire::shared_block* free_block(std::size_t need);
+  std::size_t pending_frame_size() const noexcept;
+  template <class Handler>
+  void deliver(Handler& handler);
 
   socket sock_;
   connection_config cfg_;
@@ -140,7 +169,11 @@ class connection {
   wire::out_buffer out_;
   wire::out_buffer held_;
   std::size_t written_ = 0;
-  std::unique_ptr<std::byte[]> read_buf_;
+  std::vector<wire::block_ref> blocks_;  // the receive blocks we hold a reference to
+  wire::shared_block* cur_ = nullptr;    // the one being read into (one of blocks_)
+  std::size_t begin_ = 0;                // cur_[begin_, end_): read, not yet handed to the session
+  std::size_t end_ = 0;
+  bool stalled_ = false;
   connection_stats stats_;
   wire::limits send_limits_;
   bool opened_ = false;
@@ -151,16 +184,26 @@ class connection {
 
 template <class Handler>
 bool connection::receive(Handler& handler, std::size_t max_bytes) {
+  stalled_ = false;
   if (!sock_) return false;
   std::size_t taken = 0;
   // `max_bytes` caps what this call may read: a frame is at least a header long, so a caller that
   // has room for n more frames passes n headers' worth and never gets more than n.
   const std::size_t budget = max_bytes < cfg_.read_budget ? max_bytes : cfg_.read_budget;
   while (!finished_ && taken < budget) {
-    const std::size_t want = budget - taken < cfg_.read_chunk ? budget - taken : cfg_.read_chunk;
-    const io_result r = read_some(sock_, {read_buf_.get(), want});
+    if (!make_room()) {
+      stalled_ = true;
+      ++stats_.read_stalls;
+      return false;
+    }
+    const std::size_t space = cur_->capacity() - end_;
+    const std::size_t want = budget - taken < space ? budget - taken : space;
+    const io_result r = read_some(sock_, {cur_->data() + end_, want});
     if (r.status == io_result::would_block) return false;
     if (r.status == io_result::eof) {
+      // A partial frame left over goes to the session, which reports it as truncated.
+      if (begin_ != end_) session_.feed({cur_->data() + begin_, end_ - begin_}, out_, handler);
+      begin_ = end_;
       session_.on_eof();
       after_session_step();
       if (!finished_) finish(courier::error(errc::connection_lost, "the peer closed the connection"));
@@ -173,10 +216,33 @@ bool connection::receive(Handler& handler, std::size_t max_bytes) {
     ++stats_.reads;
     stats_.bytes_in += r.bytes;
     taken += r.bytes;
-    session_.feed({read_buf_.get(), r.bytes}, out_, handler);
-    after_session_step();
+    end_ += r.bytes;
+    deliver(handler);
   }
   return !finished_;
+}
+
+// Hands the session every whole frame read so far, each a view into cur_. A header that fails its
+// checks goes to the session with everything after it, so the fault is reported as soon as its 32
+// bytes have arrived (docs/protocol.md).
+template <class Handler>
+void connection::deliver(Handler& handler) {
+  std::size_t p = begin_;
+  while (end_ - p >= wire::header_size) {
+    auto h = wire::parse_header(std::span<const std::byte, wire::header_size>(cur_->data() + p, wire::header_size), cfg_.limits);
+    if (!h) {
+      p = end_;
+      break;
+    }
+    const std::size_t size = wire::header_size + h->body_length;
+    if (end_ - p < size) break;
+    p += size;
+  }
+  if (p == begin_) return;
+  const std::size_t from = begin_;
+  begin_ = p;
+  session_.feed({cur_->data() + from, p - from}, out_, handler);
+  after_session_step();
 }
 
 }  // namespace courier::net

@@ -120,6 +120,13 @@ class connection_base {
   courier::detail::actor_base* self_base_ = nullptr;
 };
 
+/// Every receive block is still viewed by messages in other actors' mailboxes: nothing tells the
+/// connection when one is let go, so it looks again shortly (an io_ready after a millisecond).
+template <class Conn>
+void retry_read_later(const actor_ref<Conn>& self) {
+  self.delayed_send(io_ready{}, std::chrono::milliseconds(1));
+}
+
 /// How often a connection runs its session's clock: a quarter of the shortest time-out, at
 /// least 10 ms (a time-out fires at most a quarter late).
 std::chrono::nanoseconds tick_period(const connection_config& cfg) noexcept;
@@ -261,7 +268,7 @@ class client_connection
         promise.fail(error_of(f));
       } else {
         R value{};
-        if (auto ok = decode_reply(f, value); ok)
+        if (auto ok = decode_reply(f, value, conn_.frame_owner()); ok)
           promise.deliver(std::move(value));
         else
           promise.fail(courier::error(errc::protocol_error, "cannot decode the reply: " + ok.err().message()));
@@ -307,6 +314,7 @@ class client_connection
   void drain() {
     const bool was_open = conn_.open();
     if (conn_.receive(*this)) detail::post_io_ready(this->self());  // budget spent: yield, read on later
+    else if (conn_.read_stalled()) detail::retry_read_later(this->self());
     if (conn_.finished()) {
       lose();  // fails the waiters with why (a refused or spoiled handshake too)
     } else if (!was_open && conn_.open()) {
@@ -488,8 +496,12 @@ class server_connection : public courier::actor<server_connection<I>, io_ready, 
   void dispatch(const wire::frame_view& f, bool is_call) {
     using M = typename table::template message_at<P>;
     using R = typename table::template reply_at<P>;
+    static_assert(!wire::views_frame<M>,
+                  "courier: a message served over the wire crosses a mailbox hop, so its fields cannot be plain "
+                  "std::string_view or std::span views into the frame: declare them courier::wire::string_ref / "
+                  "bytes_ref (a view that keeps the receive buffer alive) or std::string / std::vector<std::byte>");
     M msg{};
-    if (auto ok = wire::decode(f, msg); !ok) {
+    if (auto ok = wire::decode(f, msg, conn_.frame_owner()); !ok) {
       if (is_call) {
         detail::write_error_frame(conn_, f.transaction_id(), f.context_id(), f.token(),
                                   courier::error(wire::make_error_code(ok.err().code), ok.err().message()));
@@ -559,6 +571,7 @@ class server_connection : public courier::actor<server_connection<I>, io_ready, 
     }
     // Read no more frames than there is room for: every frame is at least a header long.
     if (conn_.receive(*this, (limit - in_flight_) * wire::header_size)) detail::post_io_ready(this->self());
+    else if (conn_.read_stalled()) detail::retry_read_later(this->self());
   }
 
   // Calls and sends that may wait for the served actor: max_in_flight, and at most half a bounded

@@ -113,16 +113,17 @@ template <class R>
 }
 
 /// Decodes the body of a RETURN frame into `value` (reusing its capacity); every item must be used.
+/// `owner`: the receive block the frame lies in, which string_ref and bytes_ref fields share.
 template <class R>
-[[nodiscard]] wire::result<void> decode_reply(const wire::frame_view& frame, R& value) {
+[[nodiscard]] wire::result<void> decode_reply(const wire::frame_view& frame, R& value, wire::shared_block* owner = nullptr) {
   wire::reader r = frame.items();
   wire::error err;
   if constexpr (std::is_same_v<R, unit>) {
     (void)value;
   } else if constexpr (wire::has_fields<R>) {
-    if (!wire::detail::read_fields(r, value.fields(), err)) return err;
+    if (!wire::detail::read_fields(r, value.fields(), err, owner)) return err;
   } else {
-    if (!wire::detail::read_value(r, value, err)) return err;
+    if (!wire::detail::read_value(r, value, err, owner)) return err;
   }
   if (r.peek() != wire::item_type::none)
     return wire::error{wire::errc::trailing_items, wire::item_type::none, r.peek(), r.offset()};

@@ -13,18 +13,21 @@
 #include <string_view>
 #include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "courier/wire/decoder.hpp"
 #include "courier/wire/encoder.hpp"
+#include "courier/wire/shared_buffer.hpp"
 #include "courier/token.hpp"
 
 // Typed messages: a struct with `static constexpr courier::token token` and `fields()` returning a tuple
 // of references crosses the wire with no code of its own. Field types map to items as follows:
 //   bool, intN_t, uintN_t (any integer type but the character types), float, double -> that scalar item
 //   enums                                       -> their underlying integer
-//   std::string, std::string_view               -> string (a decoded string_view views the frame)
-//   std::vector<std::byte>, std::span<const std::byte> -> binary (a decoded span views the frame)
+//   std::string, std::string_view, string_ref   -> string (a decoded string_view views the frame; a
+//                                                 string_ref views the receive buffer and keeps it alive)
+//   std::vector<std::byte>, std::span<const std::byte>, bytes_ref -> binary (likewise)
 //   std::vector<T>, std::array<T, N>            -> list of T
 //   a struct with fields() (token not needed)   -> list of its fields
 namespace courier::wire {
@@ -69,9 +72,11 @@ void write_value(frame_writer& w, const T& v) {
     w.add(static_cast<std::underlying_type_t<T>>(v));
   } else if constexpr (scalar<T>) {
     w.add(v);
-  } else if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, std::string_view>) {
+  } else if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, std::string_view> ||
+                       std::is_same_v<T, string_ref>) {
     w.add(std::string_view(v));
-  } else if constexpr (std::is_same_v<T, std::vector<std::byte>> || std::is_same_v<T, std::span<const std::byte>>) {
+  } else if constexpr (std::is_same_v<T, std::vector<std::byte>> || std::is_same_v<T, std::span<const std::byte>> ||
+                       std::is_same_v<T, bytes_ref>) {
     w.add_binary(std::span<const std::byte>(v));
   } else if constexpr (is_vector<T>::value || is_array<T>::value) {
     w.begin_list();
@@ -87,12 +92,13 @@ void write_value(frame_writer& w, const T& v) {
 }
 
 template <class Tuple>
-bool read_fields(reader& r, Tuple&& fields, error& err);
+bool read_fields(reader& r, Tuple&& fields, error& err, shared_block* owner = nullptr);
 
 // Returns false and sets err on failure: a plain bool keeps the per-field path in registers, where a
-// result<void> per field went through the stack.
+// result<void> per field went through the stack. `owner` is the block the frame lies in (null: none),
+// which string_ref and bytes_ref fields share.
 template <class T>
-bool read_value(reader& r, T& v, error& err) {
+bool read_value(reader& r, T& v, error& err, shared_block* owner = nullptr) {
   auto check = [&err](auto&& x) {
     if (x) [[likely]]
       return true;
@@ -116,6 +122,11 @@ bool read_value(reader& r, T& v, error& err) {
     auto x = r.read<T>();
     if (!check(x)) return false;
     v = *x;
+  } else if constexpr (std::is_same_v<T, string_ref> || std::is_same_v<T, bytes_ref>) {
+    using view_type = decltype(std::declval<const T&>().view());
+    auto x = r.read<view_type>();
+    if (!check(x)) return false;
+    v = owner != nullptr ? T::in(*x, owner) : T::copy_of(*x);
   } else if constexpr (std::is_same_v<T, std::vector<std::byte>>) {
     auto x = r.read<std::span<const std::byte>>();
     if (!check(x)) return false;
@@ -126,7 +137,7 @@ bool read_value(reader& r, T& v, error& err) {
     std::size_t n = 0;
     while (r.has_more()) {
       if (n == v.size()) v.emplace_back();
-      if (!read_value(r, v[n], err)) return false;
+      if (!read_value(r, v[n], err, owner)) return false;
       ++n;
     }
     v.resize(n);
@@ -134,12 +145,12 @@ bool read_value(reader& r, T& v, error& err) {
   } else if constexpr (is_array<T>::value) {
     if (!check(r.begin_list())) return false;
     for (auto& e : v) {
-      if (!read_value(r, e, err)) return false;
+      if (!read_value(r, e, err, owner)) return false;
     }
     return check(r.end_list());
   } else if constexpr (has_fields<T>) {
     if (!check(r.begin_list())) return false;
-    if (!read_fields(r, v.fields(), err)) return false;
+    if (!read_fields(r, v.fields(), err, owner)) return false;
     return check(r.end_list());
   } else {
     static_assert(always_false<T>, "courier::wire: this field type has no wire mapping (see courier/wire/message.hpp)");
@@ -148,9 +159,35 @@ bool read_value(reader& r, T& v, error& err) {
 }
 
 template <class Tuple>
-bool read_fields(reader& r, Tuple&& fields, error& err) {
-  return std::apply([&](auto&... f) { return (read_value(r, f, err) && ...); }, fields);
+bool read_fields(reader& r, Tuple&& fields, error& err, shared_block* owner) {
+  return std::apply([&](auto&... f) { return (read_value(r, f, err, owner) && ...); }, fields);
 }
+
+template <class T>
+struct views_frame;
+
+/// Whether T (a field type) holds a plain view into the frame it was decoded from, one that dies
+/// with the frame's bytes: std::string_view or std::span<const std::byte>, at any depth.
+template <class T>
+inline constexpr bool views_frame_v = views_frame<std::remove_cvref_t<T>>::value;
+
+template <class T>
+struct views_frame {
+  static constexpr bool value = [] {
+    if constexpr (std::is_same_v<T, std::string_view> || std::is_same_v<T, std::span<const std::byte>>) {
+      return true;
+    } else if constexpr (is_vector<T>::value || is_array<T>::value) {
+      return views_frame_v<typename T::value_type>;
+    } else if constexpr (has_fields<T>) {
+      using tuple = decltype(std::declval<T&>().fields());
+      return []<std::size_t... I>(std::index_sequence<I...>) {
+        return (views_frame_v<std::tuple_element_t<I, std::remove_cvref_t<tuple>>> || ...);
+      }(std::make_index_sequence<std::tuple_size_v<std::remove_cvref_t<tuple>>>{});
+    } else {
+      return false;
+    }
+  }();
+};
 
 }  // namespace detail
 
@@ -165,14 +202,21 @@ template <message M>
   return w.finish();
 }
 
+/// Whether a message (or any field type) holds a plain std::string_view or span that views the frame
+/// it was decoded from (see courier/wire/shared_buffer.hpp for the field types that may outlive it).
+template <class T>
+inline constexpr bool views_frame = detail::views_frame_v<T>;
+
 /// Decodes a message from the body of `frame` into `msg`, reusing the capacity of its strings and vectors.
-/// The frame's token must be M's, and every item must be consumed.
+/// The frame's token must be M's, and every item must be consumed. `owner`, when given, is the
+/// receive block the frame lies in: string_ref and bytes_ref fields then view it and share it
+/// instead of copying their bytes.
 template <message M>
-[[nodiscard]] result<void> decode(const frame_view& frame, M& msg) {
+[[nodiscard]] result<void> decode(const frame_view& frame, M& msg, shared_block* owner = nullptr) {
   if (frame.token() != courier::token(M::token)) return errc::token_mismatch;
   reader r = frame.items();
   error err;
-  if (!detail::read_fields(r, msg.fields(), err)) [[unlikely]]
+  if (!detail::read_fields(r, msg.fields(), err, owner)) [[unlikely]]
     return err;
   if (r.peek() != item_type::none) return error{errc::trailing_items, item_type::none, r.peek(), r.offset()};
   return {};
