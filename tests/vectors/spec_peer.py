@@ -7,7 +7,8 @@ reading the C++ engine or generate.py, to test that the specification suffices. 
     spec_peer.py [VECTORS_DIR]
 
 replays every transcript of VECTORS_DIR/transcripts/ against `Session` (whole reads, then byte by
-byte) and decodes every golden vector VECTORS_DIR/*.hex against its .txt. Exit status 0 when all
+byte), decodes every golden vector VECTORS_DIR/*.hex against its .txt and encodes each well-formed
+.txt back to the .hex bytes. Exit status 0 when all
 agree; otherwise each disagreement is printed with both sides decoded.
 """
 
@@ -594,6 +595,74 @@ def decode_stream(data):
     return texts, None
 
 
+def unquote(s):
+    """The inverse of quote(): text between the quotes to bytes."""
+    out = bytearray()
+    i = 0
+    while i < len(s):
+        c = s[i]
+        if c == "\\":
+            if s[i + 1] == "x":
+                out.append(int(s[i + 2:i + 4], 16))
+                i += 4
+                continue
+            out.append(ord(s[i + 1]))
+            i += 2
+            continue
+        out.append(ord(c))
+        i += 1
+    return bytes(out)
+
+
+def parse_float(text, is32):
+    fmt, ifmt = ("<f", "<I") if is32 else ("<d", "<Q")
+    if text.startswith("nan:0x"):
+        return struct.pack(ifmt, int(text[6:], 16))
+    if text == "nan":
+        return struct.pack(ifmt, 0x7FC00000 if is32 else 0x7FF8000000000000)
+    return struct.pack(fmt, float(text))
+
+
+def encode_text(lines):
+    """Golden-vector encoder: the README's text form back to bytes."""
+    out = b""
+    kind = head = body = None
+
+    def flush():
+        nonlocal out
+        if head is not None:
+            out += frame(kind, body, head["token"], head["txn"], head["ctx"])
+
+    for line in lines:
+        if not line.startswith(" "):
+            flush()
+            name, rest = line.split(" ", 1)
+            kind = {v: k for k, v in KINDS.items()}[name]
+            tok_end = rest.index('" txn=')
+            token = unquote(rest[len('token="'):tok_end])
+            txn, ctx = (int(f.split("=")[1]) for f in rest[tok_end + 2:].split())
+            head = {"token": token, "txn": txn, "ctx": ctx}
+            body = b""
+            continue
+        item = line.strip()
+        name, _, val = item.partition(" ")
+        tag = {v: k for k, v in TAG_NAMES.items()}[name]
+        if tag in (T_LIST, T_END):
+            body += bytes([tag])
+        elif tag == T_BOOL:
+            body += bytes([tag, 1 if val == "true" else 0])
+        elif tag in (T_F32, T_F64):
+            body += bytes([tag]) + parse_float(val, tag == T_F32)
+        elif tag == T_STR:
+            body += enc_item(tag, unquote(val[1:-1]))
+        elif tag == T_BIN:
+            body += enc_item(tag, bytes.fromhex(val[2:]))
+        else:
+            body += enc_item(tag, int(val))
+    flush()
+    return out
+
+
 # ---------------------------------------------------------------------------------------------------
 # Replayer
 
@@ -738,6 +807,10 @@ def main(argv):
         else:
             ok = err is None and texts == want
             got = "\n".join(texts) + ("\nerror %s" % err if err else "")
+            encoded = encode_text(want)
+            if ok and encoded != data:
+                ok = False
+                got = "encoding the .txt gives other bytes:\n%s\n  instead of\n%s" % (encoded.hex(" "), data.hex(" "))
         if ok:
             print("pass vector %s" % v)
         else:
