@@ -432,10 +432,7 @@ class server_connection : public courier::actor<server_connection<I>, io_ready, 
   void on_turn_end() {
     if (conn_.wants_write()) flush();
     if (conn_.finished()) {
-      // Replies still owed have nowhere to go. Not stop(): the turn's stop flag is not looked
-      // at after on_turn_end, so the actor would idle with its socket open until its next
-      // message (the tick, seconds later); an exit message is.
-      this->request_exit(errc::connection_lost, true);
+      this->stop(errc::connection_lost);  // replies still owed have nowhere to go
       return;
     }
     on_turn_end_resume();
