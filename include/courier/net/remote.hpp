@@ -186,8 +186,11 @@ class client_connection
       }
       return {};
     }
-    if (!promise.pending()) {  // one-way: nobody waits, nobody is told
-      if (auto ok = wire::encode(conn_.frames(), msg, wire::route{wire::kind::send, 0, 0}, limits()); !ok) ++encode_failures_;
+    if (!promise.pending()) {  // one-way: nobody waits; a send that cannot be encoded is a dead letter
+      if (auto ok = wire::encode(conn_.frames(), msg, wire::route{wire::kind::send, 0, 0}, limits()); !ok) {
+        encode_failures_.fetch_add(1, std::memory_order_relaxed);
+        courier::detail::dead_letter(this->core(), this->id(), typeid(M).name(), dead_letter_reason::invalid_argument);
+      }
       return {};
     }
     if (in_flight_ >= conn_.config().max_in_flight) {
@@ -293,6 +296,11 @@ class client_connection
   /// A send has no reply to fail: each is also reported to the system's dead-letter hook (reason
   /// stopped, or mailbox_full), as a local refusal is. Any thread may read it.
   std::uint64_t refused_sends() const noexcept { return refused_sends_.load(std::memory_order_relaxed); }
+
+  /// One-way sends that could not be encoded within the limits the peer announced (a string past
+  /// its frame size); each is also a dead letter with reason invalid_argument (a request fails
+  /// with errc::invalid_argument instead). Any thread may read it.
+  std::uint64_t encode_failures() const noexcept { return encode_failures_.load(std::memory_order_relaxed); }
 
   /// The most bytes that waited for the socket at the end of a turn: with a bounded mailbox, at
   /// most outbound_high_water plus what the mailbox accepted before it refused (mailbox_capacity
@@ -420,9 +428,9 @@ class client_connection
   std::vector<call_slot> calls_;
   std::uint64_t next_tid_ = 1;
   std::size_t in_flight_ = 0;
-  std::uint64_t encode_failures_ = 0;
   courier::error lost_why_;
   std::atomic<std::uint64_t> refused_sends_{0};
+  std::atomic<std::uint64_t> encode_failures_{0};
   std::atomic<std::size_t> outbound_peak_{0};
   bool lost_ = false;
 };
