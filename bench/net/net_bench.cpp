@@ -73,6 +73,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <courier/courier.hpp>
@@ -580,14 +581,28 @@ bool courier_pipelined(courier::system& sys, const courier::actor_ref<small_api>
 
 /// END: one-way sends from a plain thread; an ask every `window` sends keeps the client's output
 /// under its high-water mark (as ZeroMQ's PUSH blocks at its HWM), and the last one tells that the
-/// server handled them all (one connection keeps their order).
+/// server handled them all (one connection keeps their order). A send or ask refused at the call
+/// (the connection's bounded mailbox is full, or its output above the mark) is tried again after a
+/// yield, as PUSH waits at its HWM; every send counted was accepted, so every one arrives.
 bool courier_sends(const courier::actor_ref<small_api>& ref, std::size_t count) {
   constexpr std::size_t window = 16 * 1024;
+  const auto ask = [&ref] {
+    for (;;) {
+      auto r = ref.ask(small_call{}, std::chrono::seconds(10));
+      if (r || r.err() != courier::errc::mailbox_full) return static_cast<bool>(r);
+      std::this_thread::yield();
+    }
+  };
   for (std::size_t i = 0; i < count; ++i) {
-    if (!ref.send(small_call{1, 2, 3, 4, static_cast<std::int32_t>(i)})) return false;
-    if ((i + 1) % window == 0 && !ref.ask(small_call{}, std::chrono::seconds(10))) return false;
+    for (;;) {
+      const auto r = ref.try_send(small_call{1, 2, 3, 4, static_cast<std::int32_t>(i)});
+      if (r == courier::send_result::sent) break;
+      if (r != courier::send_result::full) return false;
+      std::this_thread::yield();
+    }
+    if ((i + 1) % window == 0 && !ask()) return false;
   }
-  return static_cast<bool>(ref.ask(small_call{}, std::chrono::seconds(10)));
+  return ask();
 }
 
 std::optional<double> courier_wait(const run_context& c, transport t) {

@@ -12,7 +12,8 @@
 /// the actor's reference does not exist yet); `void on_stop()` runs when it stops. Actors without
 /// on_start pay nothing for it. `void on_turn_end()` runs after the last message of a turn (when
 /// the mailbox is found empty or the turn's budget is spent), before the actor goes idle: a
-/// connection flushes the frames its handlers queued there, so a burst leaves in one write.
+/// connection flushes the frames its handlers queued there, so a burst leaves in one write. A
+/// `stop()` there takes effect as the hook returns, as in a handler.
 ///
 /// This header holds `actor<>` and its template bodies (dispatch, monitor, delegate,
 /// send_periodic); the message-list-independent part is `detail::actor_base`
@@ -72,6 +73,14 @@ class actor : public detail::actor_base {
   /// fail with actor_stopped) and monitors receive `down` with no error.
   void stop() noexcept {
     COURIER_ASSERT(detail::current_actor == this, "actor::stop() is for the actor's own handlers; use ref.stop()");
+    stop_requested_ = true;
+  }
+  /// The same, with a reason: monitors (and linked parents) see `down` with `reason`, as after
+  /// `request_exit(reason)`, but without a message: it takes effect after the current message or
+  /// hook (on_turn_end included). The first reason given wins.
+  void stop(errc reason) {
+    COURIER_ASSERT(detail::current_actor == this, "actor::stop() is for the actor's own handlers; use ref.stop()");
+    if (exit_reason_ == nullptr) exit_reason_ = new error(reason);
     stop_requested_ = true;
   }
 
@@ -377,7 +386,11 @@ detail::resume_result actor<Derived, Msgs...>::resume_impl(detail::actor_base* b
       if (msg == nullptr) {
         if constexpr (detail::has_on_turn_end<Derived>) {
           // Before try_block: once the actor is idle, another worker may already be running it.
-          if (handled != 0) static_cast<Derived*>(self)->on_turn_end();
+          if (handled != 0) {
+            static_cast<Derived*>(self)->on_turn_end();
+            if (self->stop_requested_) [[unlikely]]
+              break;  // stop() in the hook: now, not at the next message
+          }
         }
         if (go_idle()) return detail::resume_result::idle;
         continue;
@@ -402,7 +415,11 @@ detail::resume_result actor<Derived, Msgs...>::resume_impl(detail::actor_base* b
       if (self->stop_requested_) [[unlikely]]
         break;
       if (handled == budget) {
-        if constexpr (detail::has_on_turn_end<Derived>) static_cast<Derived*>(self)->on_turn_end();
+        if constexpr (detail::has_on_turn_end<Derived>) {
+          static_cast<Derived*>(self)->on_turn_end();
+          if (self->stop_requested_) [[unlikely]]
+            break;
+        }
         // Going idle here, when nothing is queued, saves the scheduler a resume that finds nothing.
         if (go_idle()) return detail::resume_result::idle;
         return detail::resume_result::reschedule;

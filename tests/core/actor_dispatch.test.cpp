@@ -288,3 +288,73 @@ TEST_CASE("on_turn_end runs after the last message of each turn", "[actor][turn_
   sys.run_until_idle();
   CHECK(turns == std::vector<int>{4, 4, 2, 1});
 }
+
+namespace {
+struct last_tick {};
+// Stops from on_turn_end once it has seen a last_tick; monitors must hear at once.
+class stops_at_turn_end : public courier::actor<stops_at_turn_end, tick, last_tick> {
+ public:
+  explicit stops_at_turn_end(int* stopped_after) : stopped_after_(stopped_after) {}
+  void on(const tick&) { ++handled_; }
+  void on(const last_tick&) {
+    ++handled_;
+    last_ = true;
+  }
+  void on_turn_end() {
+    if (last_) stop(courier::errc::connection_lost);
+  }
+  void on_stop() { *stopped_after_ = handled_; }
+
+ private:
+  int* stopped_after_;
+  int handled_ = 0;
+  bool last_ = false;
+};
+struct watch {
+  courier::actor_ref<stops_at_turn_end> target;
+};
+class watcher : public courier::actor<watcher, watch, courier::down> {
+ public:
+  explicit watcher(std::vector<std::error_code>* seen) : seen_(seen) {}
+  void on(const watch& w) { monitor(w.target); }
+  void on(const courier::down& d) { seen_->push_back(d.reason.code); }
+
+ private:
+  std::vector<std::error_code>* seen_;
+};
+}  // namespace
+
+// Both places a turn ends: the mailbox found empty (run_until_idle, one turn of two messages) and
+// the budget spent (run_one: a budget of one message).
+TEST_CASE("stop() in on_turn_end takes effect as the hook returns, with its reason, without another message",
+          "[actor][turn_end][stop][deterministic]") {
+  for (const bool by_budget : {false, true}) {
+    INFO((by_budget ? "the turn's budget spent" : "the mailbox found empty"));
+    int stopped_after = -1;
+    std::vector<std::error_code> downs;
+    auto cfg = courier::config::deterministic();
+    cfg.throughput = 4;
+    courier::system sys{cfg};
+    auto a = sys.spawn<stops_at_turn_end>(&stopped_after);
+    auto w = sys.spawn<watcher>(&downs);
+    w.send(watch{a});
+    sys.run_until_idle();
+    a.send(tick{});
+    a.send(last_tick{});
+    if (by_budget) {
+      CHECK(sys.run_one());  // tick; its turn ends without a stop
+      CHECK_FALSE(a.base()->has_stopped());
+      CHECK(sys.run_one());  // last_tick; the hook stops the actor
+    } else {
+      CHECK(sys.run_until_idle() >= 2);
+    }
+    // No further message was needed for the stop to happen.
+    CHECK(stopped_after == 2);
+    CHECK(a.base()->has_stopped());
+    CHECK(a.base()->exit_reason() == courier::errc::connection_lost);
+    sys.run_until_idle();
+    REQUIRE(downs.size() == 1);
+    CHECK(downs[0] == courier::errc::connection_lost);
+    CHECK_FALSE(a.send(tick{}));
+  }
+}

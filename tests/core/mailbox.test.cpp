@@ -340,6 +340,55 @@ TEST_CASE("mailbox: a bounded mailbox refuses try_push at capacity, never push o
   CHECK(h.box.queued() == 0);
 }
 
+TEST_CASE("mailbox: a refusing bounded mailbox refuses try_push and push_local below capacity, not push or push_urgent",
+          "[mailbox][bounded]") {
+  box_holder h;
+  h.box.set_capacity(4);
+  test_msg a(0, 1), b(0, 2), c(0, 3), forced(0, 4), u(1, 5), l(0, 6);
+  CHECK(h.box.try_push(&a) == push_result::woke_reader);
+  CHECK_FALSE(h.box.refusing());
+  h.box.set_refusing(true);
+  CHECK(h.box.refusing());
+  CHECK(h.box.queued() == 1);                         // the state is not counted as messages
+  CHECK(h.box.try_push(&b) == push_result::full);     // one of four: refused all the same
+  CHECK(h.box.push_local(&l) == push_result::full);
+  CHECK(h.box.queued() == 1);
+  CHECK(h.box.push(&forced) == push_result::queued);  // a graceful stop is never refused
+  CHECK(h.box.push_urgent(&u) == push_result::queued);
+  CHECK(h.box.queued() == 2);
+  h.box.set_refusing(true);  // idempotent
+  CHECK(h.box.pop() == &u);
+  CHECK(h.box.pop() == &a);
+  CHECK(h.box.pop() == &forced);
+  CHECK(h.box.pop() == nullptr);  // gives the pops back; still refusing
+  CHECK(h.box.queued() == 0);
+  CHECK(h.box.refusing());
+  CHECK(h.box.try_push(&b) == push_result::full);
+  h.box.set_refusing(false);
+  CHECK_FALSE(h.box.refusing());
+  CHECK(h.box.try_push(&b) == push_result::queued);
+  CHECK(h.box.push_local(&l) == push_result::queued);
+  CHECK(h.box.queued() == 2);
+  CHECK(h.box.pop() == &b);
+  CHECK(h.box.pop() == &l);
+  h.box.set_refusing(true);
+  CHECK(h.box.pop() == nullptr);
+  CHECK(h.box.try_block());
+  CHECK(h.box.close() == nullptr);  // closing clears it: later pushes are refused as closed
+  CHECK_FALSE(h.box.refusing());
+  CHECK(h.box.try_push(&c) == push_result::closed);
+}
+
+TEST_CASE("mailbox: an unbounded mailbox cannot refuse: set_refusing does nothing", "[mailbox][bounded]") {
+  box_holder h;
+  h.box.set_refusing(true);
+  CHECK_FALSE(h.box.refusing());
+  test_msg a(0, 1);
+  CHECK(h.box.try_push(&a) == push_result::woke_reader);
+  CHECK(h.box.queued() == 0);
+  CHECK(h.box.pop() == &a);
+}
+
 TEST_CASE("mailbox: unbounded mailboxes never refuse and keep no count", "[mailbox][bounded]") {
   box_holder h;
   CHECK(h.box.capacity() == 0);

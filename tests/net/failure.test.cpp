@@ -791,6 +791,127 @@ std::string reply_bytes(const std::string& call, std::int32_t value, std::uint64
 
 }  // namespace
 
+namespace {
+
+struct note {  // one-way
+  static constexpr courier::token token{"NOTE"};
+  std::int32_t n = 0;
+  auto fields() { return std::tie(n); }
+  auto fields() const { return std::tie(n); }
+};
+using notes_api = courier::interface<void(note), std::int32_t(add)>;
+
+struct dead_letter_tally {
+  std::atomic<std::uint64_t> full{0}, other{0};
+  static void hook(const courier::dead_letter_info& info, void* self) {
+    auto* t = static_cast<dead_letter_tally*>(self);
+    (info.reason == courier::dead_letter_reason::mailbox_full ? t->full : t->other).fetch_add(1);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a server that stops reading: past the outbound mark the client refuses sends and calls at the call, its "
+          "output stays bounded, and it takes them again once the server reads; every accepted send arrives",
+          "[net][failure][backpressure]") {
+  courier_test::watchdog wd("refused at the call", 100s);
+  each_transport("refuse", [](const endpoint& at) {
+    const std::string hello = raw_peer::handshake_bytes();
+    std::atomic<std::uint64_t> notes_seen{0};
+    std::promise<void> release;
+    auto go = release.get_future().share();
+    raw_server peer(at, [&hello, &notes_seen, go](courier::net::socket& s) {
+      courier_test::write_all(s, hello);
+      go.wait_for(40s);  // reads nothing meanwhile
+      // Then reads everything (the client's handshake, its notes) and answers its call with 42.
+      for (std::string f = read_frame(s); !f.empty(); f = read_frame(s)) {
+        const auto k = static_cast<wire::kind>(f[6]);
+        if (k == wire::kind::send) notes_seen.fetch_add(1);
+        if (k == wire::kind::call) courier_test::write_all(s, reply_bytes(f, 42));
+      }
+    });
+    dead_letter_tally dead;
+    courier::config sys_cfg;
+    sys_cfg.on_dead_letter = &dead_letter_tally::hook;
+    sys_cfg.dead_letter_context = &dead;
+    courier::system sys{sys_cfg};
+    courier::net::node net{sys};
+    courier::net::connection_config cfg;
+    cfg.outbound_high_water = 64 * 1024;
+    cfg.mailbox_capacity = 1024;
+    auto ref = net.connect<notes_api>(peer.where, cfg);
+    REQUIRE(ref);
+    auto* conn =
+        static_cast<courier::net::client_connection<notes_api>*>(static_cast<courier::detail::actor_base*>(ref->base()));
+
+    // Sends until the connection refuses: the socket's buffers fill, then the connection's output
+    // passes the mark. Before that a send may be refused for a moment because the connection's
+    // mailbox is full (this thread sends faster than the connection encodes): counted, not retried.
+    std::uint64_t accepted = 0, refused = 0;
+    std::int32_t n = 0;
+    for (auto until = std::chrono::steady_clock::now() + 30s;
+         !ref->base()->refusing_sends() && std::chrono::steady_clock::now() < until;) {
+      if (ref->send(note{++n})) {
+        ++accepted;
+      } else {
+        ++refused;
+        std::this_thread::sleep_for(100us);
+      }
+    }
+    INFO("accepted " << accepted << ", refused while the mailbox was full " << refused);
+    REQUIRE(ref->base()->refusing_sends());
+    CHECK(dead.full.load() == refused);  // each refused send is a dead letter, as at a full mailbox
+    // While the server does not read, everything is refused at the call and nothing grows.
+    int full = 0;
+    for (int i = 0; i < 20'000; ++i) full += ref->try_send(note{++n}) == courier::send_result::full;
+    CHECK(full == 20'000);
+    CHECK_FALSE(ref->send(note{++n}));
+    ++refused;
+    CHECK(dead.full.load() == refused);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto call = ref->ask(add{1, 2}, 20s);
+    REQUIRE_FALSE(call);
+    CHECK(call.err() == errc::mailbox_full);
+    CHECK(std::chrono::steady_clock::now() - t0 < 1s);  // at once, not at the time-out
+    // The client's output: at most the mark plus what the mailbox took before it refused and one
+    // turn (a note's frame is 37 bytes), and room for a session frame or two (a ping).
+    CHECK(conn->outbound_peak() > cfg.outbound_high_water);
+    CHECK(conn->outbound_peak() <= cfg.outbound_high_water + (cfg.mailbox_capacity + sys.settings().throughput) * 37 + 256);
+
+    // The server reads again: the socket drains, a writable edge reaches the connection, its
+    // output falls under half the mark, and sends are taken again.
+    release.set_value();
+    bool taken = false;
+    for (auto until = std::chrono::steady_clock::now() + 20s; !taken && std::chrono::steady_clock::now() < until;) {
+      if (ref->try_send(note{++n}) == courier::send_result::sent) {
+        taken = true;
+        ++accepted;
+      } else {
+        std::this_thread::sleep_for(1ms);
+      }
+    }
+    REQUIRE(taken);
+    CHECK_FALSE(ref->base()->refusing_sends());
+    for (int i = 0; i < 1000; ++i) {
+      while (ref->try_send(note{++n}) != courier::send_result::sent) std::this_thread::sleep_for(1ms);
+      ++accepted;
+    }
+    auto answer = ref->ask(add{1, 2}, 20s);
+    for (int tries = 0; !answer && answer.err() == errc::mailbox_full && tries < 1000; ++tries) {
+      std::this_thread::sleep_for(10ms);
+      answer = ref->ask(add{1, 2}, 20s);
+    }
+    REQUIRE(answer);
+    CHECK(*answer == 42);
+    // Every send that was accepted reached the server (the call came after them on the wire).
+    INFO("accepted " << accepted << ", seen by the server " << notes_seen.load());
+    CHECK(notes_seen.load() == accepted);
+    CHECK(conn->refused_sends() == 0);
+    CHECK(dead.full.load() == refused);
+    CHECK(dead.other.load() == 0);
+  });
+}
+
 TEST_CASE("a late reply and a reply for no call are dropped; the next call gets its own reply", "[net][failure][timeout]") {
   courier_test::watchdog wd("late reply", 40s);
   each_transport("late", [](const endpoint& at) {

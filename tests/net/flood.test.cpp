@@ -2,18 +2,18 @@
 // a Unix socket) with one-way messages as fast as it can. The server's resident memory (its
 // kernel-kept peak, VmHWM in /proc/<pid>/status, and VmRSS sampled during the flood) stays under
 // a stated bound, because its connection stops reading while max_in_flight messages wait for the
-// slow actor; the socket fills, and the client's connection refuses sends past its outbound
-// high-water mark instead of growing (client_connection::refused_sends counts them). Every send
-// the client did not see refused arrives, in order.
+// slow actor; the socket fills, and the client's connection, once its output passes the outbound
+// high-water mark, refuses sends at the call (its bounded mailbox refuses as when full: send
+// returns false) instead of growing. Every send that returned true arrives, in order: nothing is
+// refused after it was accepted (client_connection::refused_sends stays 0), and every refusal is
+// seen by the sender (a dead letter with mailbox_full for each send that returned false).
 //
-// Two floods: one as fast as the client can send (most of it is refused at the client once the
+// Two floods: one as fast as the client can send (most of it is refused at the call once the
 // server is behind: the point is that it is refused, not buffered), one paced end to end (a call
-// after every 100,000 sends; nothing is refused, all of it arrives).
+// after every 100,000 sends, and a refused send is tried again; all of it arrives).
 // COURIER_FLOOD_COUNT sets the number of messages (default 1,000,000 for CTest; the manual run in
 // the report used 10,000,000). The numbers are printed on one line per flood starting with "flood:".
-// 10,000,000 on a shared 2-core host: paced, 13.5 s, all arrived, server VmHWM 4.9 MiB (3.9 MiB
-// idle); unpaced, 3.8 s, 2,382,997 arrived, 3,761 refused at the call and 7,613,242 by the
-// connection, server VmHWM 4.9 MiB, client VmHWM 31 MiB.
+
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -96,8 +96,18 @@ std::uint64_t flood_count() {
 
 namespace {
 
-/// Floods; `window` 0 sends as fast as it can, otherwise the client asks the server how far it got
-/// after every `window` sends (at most a window unanswered: a client that paces itself end to end).
+/// The dead letters of the client's system, by reason.
+struct dead_letter_count {
+  std::atomic<std::uint64_t> full{0}, other{0};
+  static void hook(const courier::dead_letter_info& info, void* self) {
+    auto* c = static_cast<dead_letter_count*>(self);
+    (info.reason == courier::dead_letter_reason::mailbox_full ? c->full : c->other).fetch_add(1, std::memory_order_relaxed);
+  }
+};
+
+/// Floods; `window` 0 sends as fast as it can and skips a send refused at the call, otherwise the
+/// client tries a refused send again and asks the server how far it got after every `window` sends
+/// (at most a window unanswered: a client that paces itself end to end).
 void run_flood(std::uint64_t count, std::uint64_t window) {
   REQUIRE(count < 0x7fffffffu);
   courier_test::watchdog wd{"flood", std::chrono::seconds(40 + 8 * (count / 1'000'000))};
@@ -107,16 +117,20 @@ void run_flood(std::uint64_t count, std::uint64_t window) {
   server_process server(courier_test::temp_socket_path("flood"), "1000", "1000");
   REQUIRE(server.pid > 0);
 
-  courier::system sys;
+  dead_letter_count dead;
+  courier::config sys_cfg;
+  sys_cfg.on_dead_letter = &dead_letter_count::hook;
+  sys_cfg.dead_letter_context = &dead;
+  courier::system sys{sys_cfg};
   courier::net::node net{sys};
   courier::net::endpoint where;
   where.kind = courier::net::endpoint::kind_t::uds;
   where.file = server.path;
   courier::result<courier::actor_ref<flood::api>> ref = courier::error(courier::errc::connection_lost, "not yet");
-  // Unpaced, the client's connection has a bounded mailbox: a sender faster than the connection
-  // is refused at the call (send returns false), so the client's memory is bounded too.
-  courier::net::connection_config cfg;
-  if (window == 0) cfg.mailbox_capacity = 16'384;
+  // The default configuration: the connection's mailbox is bounded (16,384 messages), so a sender
+  // faster than the connection, or than the server reads, is refused at the call.
+  const courier::net::connection_config cfg;
+  REQUIRE(cfg.mailbox_capacity != 0);
   for (auto until = std::chrono::steady_clock::now() + 10s; std::chrono::steady_clock::now() < until;) {
     ref = net.connect<flood::api>(where, cfg);
     if (ref) break;
@@ -140,7 +154,7 @@ void run_flood(std::uint64_t count, std::uint64_t window) {
 
   const auto ask_handled = [&] {
     // The server has handled everything sent before this call once it answers (per-sender order).
-    // A call refused because the outbound buffer is still above its mark is tried again.
+    // A call refused at the call (the connection's output is still above its mark) is tried again.
     auto h = ref->ask(flood::handled{}, std::chrono::seconds(30 + 5 * (count / 1'000'000)));
     for (int tries = 0; !h && h.err() == courier::errc::mailbox_full && tries < 3000; ++tries) {
       std::this_thread::sleep_for(10ms);
@@ -149,25 +163,27 @@ void run_flood(std::uint64_t count, std::uint64_t window) {
     return h;
   };
 
-  // Sends as fast as it can; when the connection starts refusing (the server is behind by a
-  // socket buffer, max_in_flight messages and outbound_high_water bytes), waits until what the
-  // connection's mailbox held is sent or refused, as a client that watches its refusals would.
+  // Unpaced: sends as fast as it can; a send refused at the call (send returns false: the
+  // connection's output is above its mark, or its mailbox full) is not sent and not tried again.
+  // Paced: a refused send is tried again (try_send, which reports no dead letter) until taken.
   const auto t0 = std::chrono::steady_clock::now();
-  std::uint64_t not_queued = 0, last_refused = 0, backoffs = 0;
+  std::uint64_t not_queued = 0, retries = 0;
   for (std::uint64_t i = 1; i <= count; ++i) {
-    if (!ref->send(flood::drip{static_cast<std::int32_t>(i)})) {  // refused at the call: not sent
-      ++not_queued;
-      std::this_thread::sleep_for(50us);
-    }
-    if (window != 0 && i % window == 0) {
-      REQUIRE(ask_handled());
-    }
-    if ((i & 1023) == 0 && conn->refused_sends() != last_refused) {
-      ++backoffs;
-      do {
-        last_refused = conn->refused_sends();
-        std::this_thread::sleep_for(1ms);
-      } while (conn->refused_sends() != last_refused);
+    const flood::drip d{static_cast<std::int32_t>(i)};
+    if (window == 0) {
+      if (!ref->send(d)) {  // refused at the call: not sent
+        ++not_queued;
+        std::this_thread::sleep_for(50us);
+      }
+    } else {
+      for (courier::send_result r; (r = ref->try_send(d)) != courier::send_result::sent;) {
+        REQUIRE(r == courier::send_result::full);
+        ++retries;
+        std::this_thread::sleep_for(50us);
+      }
+      if (i % window == 0) {
+        REQUIRE(ask_handled());
+      }
     }
   }
   auto handled = ask_handled();
@@ -176,27 +192,32 @@ void run_flood(std::uint64_t count, std::uint64_t window) {
   sampler.join();
   const long hwm = status_kib(server.pid, "VmHWM");
   const std::uint64_t refused = conn->refused_sends();
-  const std::uint64_t accepted = count - not_queued - refused;
+  const std::uint64_t accepted = count - not_queued;
   const long client_hwm = status_kib(::getpid(), "VmHWM");
+  const std::size_t peak = conn->outbound_peak();
 
   std::printf(
-      "flood: %llu one-way sends (window %llu) in %.2f s (%.0f/s handled), accepted %llu, refused at the call %llu, "
-      "refused by the connection %llu (client backed off %llu times), server VmRSS before %ld KiB, peak sampled %ld KiB, "
-      "VmHWM %ld KiB; client VmHWM %ld KiB\n",
+      "flood: %llu one-way sends (window %llu) in %.2f s (%.0f/s handled), accepted %llu, refused at the call %llu "
+      "(paced: tried again %llu times), refused after acceptance %llu, client outbound peak %zu bytes, server VmRSS "
+      "before %ld KiB, peak sampled %ld KiB, VmHWM %ld KiB; client VmHWM %ld KiB\n",
       static_cast<unsigned long long>(count), static_cast<unsigned long long>(window), seconds,
-      static_cast<double>(accepted) / seconds,
-      static_cast<unsigned long long>(accepted), static_cast<unsigned long long>(not_queued),
-      static_cast<unsigned long long>(refused), static_cast<unsigned long long>(backoffs), rss_before, rss_peak.load(), hwm,
-      client_hwm);
+      static_cast<double>(accepted) / seconds, static_cast<unsigned long long>(accepted),
+      static_cast<unsigned long long>(not_queued), static_cast<unsigned long long>(retries),
+      static_cast<unsigned long long>(refused), peak, rss_before, rss_peak.load(), hwm, client_hwm);
   std::fflush(stdout);
 
   REQUIRE(handled);
   CHECK(*handled >= 0);  // -1: a drip arrived out of order
+  // Every send that returned true arrived: none was refused after it was accepted, and every
+  // refusal was seen by the sender, at the call (and, for send, reported as a dead letter).
   CHECK(static_cast<std::uint64_t>(*handled) == accepted);
-  if (window != 0) CHECK(not_queued == 0);  // the paced client's connection mailbox is unbounded
-  CHECK(sys.dead_letters() >= refused);  // each refusal is reported as a dead letter too
-  // Paced, the client never reaches its outbound mark (a window of drips is about 3.7 MB of 8 MiB).
-  if (window != 0) CHECK(refused == 0);  // the connection actor's mailbox is unbounded: every send is queued
+  CHECK(refused == 0);
+  CHECK(dead.full.load() == not_queued);
+  CHECK(dead.other.load() == 0);
+  if (window != 0) CHECK(not_queued == 0);  // the paced client tries again until each is taken
+  // The client's output stays within the mark plus what the mailbox had accepted before the
+  // mark was passed and one turn: (capacity + throughput) frames of at most 64 bytes.
+  CHECK(peak <= cfg.outbound_high_water + (cfg.mailbox_capacity + sys.settings().throughput) * 64);
   // The stated bound: the server's peak resident memory stays under 16 MiB, whatever the count
   // (3.9 MiB when idle; its connection holds at most max_in_flight = 4,096 messages for the slow
   // actor and reads 64 KiB at a time; the rest waits in the socket and on the client). Before
@@ -205,8 +226,9 @@ void run_flood(std::uint64_t count, std::uint64_t window) {
   if (check_memory_bound) {
     CHECK(hwm < 16 * 1024);
     CHECK(rss_peak.load() < 16 * 1024);
-    // The client's own peak: its connection holds at most mailbox_capacity messages and twice
-    // outbound_high_water bytes (before its output buffer was compacted, 10M sends reached 162 MiB).
+    // The client's own peak: its connection holds at most mailbox_capacity messages and the
+    // mark's bytes plus that overshoot (before its output buffer was compacted, 10M sends reached
+    // 162 MiB).
     CHECK(client_hwm < 64 * 1024);
   }
 }

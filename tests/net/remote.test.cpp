@@ -322,6 +322,44 @@ TEST_CASE("a frame at the size limit passes; one past it is refused at the sende
   CHECK(*after == 4);
 }
 
+namespace {
+struct dead_letter_log {
+  std::atomic<int> invalid{0}, other{0};
+  static void hook(const courier::dead_letter_info& info, void* self) {
+    auto* log = static_cast<dead_letter_log*>(self);
+    (info.reason == courier::dead_letter_reason::invalid_argument ? log->invalid : log->other).fetch_add(1);
+  }
+};
+}  // namespace
+
+TEST_CASE("a one-way send past the peer's frame limit is a dead letter (invalid_argument), counted; the connection goes on",
+          "[net][remote][limits]") {
+  courier_test::watchdog wd("send past the limit", 30s);
+  courier::net::connection_config cfg;
+  cfg.limits.max_frame_size = 65536;
+  server srv(uds_endpoint("send-limit"), cfg);
+  dead_letter_log log;
+  courier::config sys_cfg;
+  sys_cfg.on_dead_letter = &dead_letter_log::hook;
+  sys_cfg.dead_letter_context = &log;
+  courier::system client_sys{sys_cfg};
+  courier::net::node client{client_sys};
+  auto ref = client.connect<api>(uds_endpoint("send-limit"), cfg);
+  REQUIRE(ref);
+  auto* conn = static_cast<courier::net::client_connection<api>*>(static_cast<courier::detail::actor_base*>(ref->base()));
+  const std::size_t fits = 65536 - 32 - 5;
+  CHECK(ref->send(blob{std::string(fits, 'a')}));      // one-way: its reply is not asked for
+  CHECK(ref->send(blob{std::string(fits + 1, 'a')}));  // taken into the mailbox; cannot be encoded
+  auto after = ref->ask(add{2, 2}, 10s);  // behind both sends: they have been handled by now
+  REQUIRE(after);
+  CHECK(*after == 4);
+  CHECK(conn->encode_failures() == 1);
+  CHECK(log.invalid.load() == 1);
+  CHECK(log.other.load() == 0);
+  CHECK(client_sys.dead_letters() == 1);
+  CHECK(conn->refused_sends() == 0);
+}
+
 TEST_CASE("connecting to nothing is a clear error", "[net][remote]") {
   courier_test::watchdog wd("connect refused", 30s);
   courier::system client_sys;

@@ -146,6 +146,8 @@ class actor_base {
   /// Messages waiting in the normal lane; see mailbox::queued for how approximate. Any thread.
   std::size_t queued() const noexcept { return mailbox_.queued(); }
   std::size_t mailbox_capacity() const noexcept { return mailbox_.capacity(); }
+  /// Whether the actor refuses sends for now (see refuse_sends). Any thread.
+  bool refusing_sends() const noexcept { return mailbox_.refusing(); }
 
   /// Adds `link` to the watchers told when this actor stops; false if it already has.
   bool add_monitor(monitor_link* link) noexcept;
@@ -166,6 +168,14 @@ class actor_base {
  protected:
   actor_base() noexcept = default;
   ~actor_base() { delete exit_reason_; }
+
+  /// From the actor's own thread, for a bounded mailbox (an unbounded one cannot refuse; this
+  /// does nothing there): while on, every send and request that a full mailbox would refuse is
+  /// refused as by a full one, whatever the count (`send` returns false and reports a dead letter
+  /// with mailbox_full, `try_send` returns full, a request fails at once with errc::mailbox_full);
+  /// stop requests, replies, `down`, timers' ticks and delayed sends still arrive. For an actor
+  /// that cannot take more work for now, such as a connection whose output is backed up.
+  void refuse_sends(bool on) noexcept { mailbox_.set_refusing(on); }
 
   /// Replies, failed requests and stop requests: the messages every actor accepts.
   void handle_system(message_header* msg);

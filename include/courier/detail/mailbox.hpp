@@ -24,6 +24,12 @@
 /// the counter.
 /// The urgent lane is never counted and never refuses a message: a reply must always arrive.
 ///
+/// A bounded mailbox may also refuse whatever its count (`set_refusing`): its owner says it cannot
+/// take more for now (a connection whose output is above its high-water mark). The state is one
+/// high bit of `size_` (refusing_bias), so `try_push`'s one atomic add already sees it: a count at
+/// or above the bias is never below the capacity. Refusing costs the push nothing it did not pay,
+/// and unbounded mailboxes cannot refuse (they keep no count), so they pay nothing either.
+///
 /// The layout keeps producers and the consumer apart without wasting a line: the producers' word
 /// (and the bounded counter) share the first cache line only with `Shared`, fields that are
 /// written rarely (an actor's identity and reference count); the consumer's cursor starts the
@@ -36,12 +42,14 @@
 ///
 /// Thread-safety: `push`, `try_push`, `push_urgent`, `queued` and `closed` from any thread;
 /// everything else only from the consumer (the actor's resume), including `close`, which the
-/// consumer calls when the actor stops. `set_capacity` only before the mailbox is shared.
+/// consumer calls when the actor stops, and `set_refusing`. `set_capacity` only before the
+/// mailbox is shared.
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 
+#include "courier/detail/assert.hpp"
 #include "courier/detail/message.hpp"
 
 namespace courier::detail {
@@ -73,6 +81,22 @@ class mailbox {
   /// Bounds the normal lane to `n` messages (0: unbounded). Before the first push only.
   void set_capacity(std::uint32_t n) noexcept { capacity_ = n; }
   std::uint32_t capacity() const noexcept { return capacity_; }
+
+  /// Consumer only, bounded mailboxes only (on an unbounded one it does nothing): while on,
+  /// `try_push` and `push_local` refuse every message with `full`, as at capacity; `push` and the
+  /// urgent lane still take theirs. Messages already queued stay queued. Not after `close`.
+  void set_refusing(bool on) noexcept {
+    if (capacity_ == 0 || refusing() == on) return;
+    COURIER_ASSERT(capacity_ < refusing_bias, "courier: a refusing mailbox needs a capacity below 2^31");
+    // Only the consumer moves the bias; producers' +1/-1 never reach it (the count stays far
+    // below 2^31), so the bit read above is still ours to flip.
+    if (on)
+      size_.fetch_add(refusing_bias, std::memory_order_relaxed);
+    else
+      size_.fetch_sub(refusing_bias, std::memory_order_relaxed);
+  }
+  /// Whether `set_refusing(true)` is in force. Any thread.
+  bool refusing() const noexcept { return (size_.load(std::memory_order_relaxed) & refusing_bias) != 0; }
 
   /// A normal-lane push that is never refused for capacity (a graceful stop request); on a
   /// bounded mailbox it is still counted.
@@ -194,7 +218,9 @@ class mailbox {
   /// (at most one batch, at most `config::throughput` messages), since the consumer subtracts its
   /// pops once per batch, and it may be off by sends in flight. Unbounded mailboxes keep no
   /// counter (it would cost every send an atomic add): always 0. Any thread.
-  std::uint32_t queued() const noexcept { return capacity_ != 0 ? size_.load(std::memory_order_relaxed) : 0; }
+  std::uint32_t queued() const noexcept {
+    return capacity_ != 0 ? size_.load(std::memory_order_relaxed) & (refusing_bias - 1) : 0;
+  }
 
  private:
   /// A bounded mailbox's count drops once per batch (or turn), not once per message: the
@@ -291,11 +317,13 @@ class mailbox {
   static constexpr std::uintptr_t empty_tag = 0;   // running or scheduled, nothing queued
   static constexpr std::uintptr_t idle_tag = 1;    // not scheduled: a push must wake the actor
   static constexpr std::uintptr_t closed_tag = 2;  // stopped: pushes are refused
+  // Added to size_ while refusing: any count with it is at or above every capacity below it.
+  static constexpr std::uint32_t refusing_bias = std::uint32_t{1} << 31;
 
   // First cache line: the producers'.
   std::atomic<std::uintptr_t> head_{idle_tag};
   std::uint32_t capacity_ = 0;         // 0: unbounded; set before the mailbox is shared
-  std::atomic<std::uint32_t> size_{0};  // bounded only: normal-lane messages queued
+  std::atomic<std::uint32_t> size_{0};  // bounded only: normal-lane messages queued (+ refusing_bias)
 
  public:
   Shared shared;

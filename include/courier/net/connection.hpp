@@ -51,14 +51,23 @@ struct connection_config {
   /// batches) wait for the served actor, so TCP flow control reaches the client. Client: the most
   /// calls in flight; a request beyond it fails at once with errc::mailbox_full.
   std::size_t max_in_flight = 4096;
-  /// Client: a send or request while more than this many bytes wait for the socket fails with
-  /// errc::mailbox_full instead of growing the buffer (the peer reads too slowly).
+  /// Client: while more than this many bytes wait for the socket (the peer reads too slowly), the
+  /// connection's mailbox refuses new sends and requests at the call, as a full bounded mailbox
+  /// does: `send` returns false (a dead letter with reason mailbox_full), `try_send` returns
+  /// send_result::full, a request fails at once with errc::mailbox_full. It takes them again once
+  /// a write brings the bytes waiting down to half this mark. What it accepted before goes on the
+  /// wire. Server: stop reading while this many bytes of replies wait for the socket.
   std::size_t outbound_high_water = 8 * 1024 * 1024;
-  /// Client: bounds the connection actor's mailbox (0: unbounded). A sender faster than the
-  /// connection then sees the refusal at the call, as with any bounded mailbox: `send` returns
-  /// false, `try_send` send_result::full, a request fails with errc::mailbox_full; and the
-  /// client's memory stays bounded by this many messages plus outbound_high_water bytes.
-  std::size_t mailbox_capacity = 0;
+  /// Client: bounds the connection actor's mailbox. A sender faster than the connection is then
+  /// refused at the call as above, and the client holds at most this many messages plus
+  /// outbound_high_water bytes (plus one turn's messages, the connection's own overshoot: what the
+  /// mailbox accepted before the mark was passed is still written). 16,384: more than a hundred
+  /// turns (config::throughput) of slack, so a sender the connection keeps up with is never
+  /// refused, and for messages up to 512 bytes what it may hold is at most the mark again (8 MiB).
+  /// 0: unbounded, which cannot refuse at the call: a one-way send taken from the mailbox above
+  /// the mark is then dropped (a dead letter, counted in client_connection::refused_sends) and a
+  /// request fails with errc::mailbox_full.
+  std::size_t mailbox_capacity = 16 * 1024;
   /// A peer that has not completed the handshake by then is disconnected.
   std::chrono::milliseconds handshake_timeout{10'000};
   /// Keepalive: a ping after this much silence; the peer is dead after `dead_after_intervals`
@@ -76,8 +85,8 @@ struct connection_stats {
   std::uint64_t reads = 0;
   std::uint64_t writes = 0;
   std::uint64_t dropped_replies = 0;  // replies (or errors) for no call waiting: late or unknown
-  std::uint64_t refused_sends = 0;    // one-way sends refused: above the outbound mark, or closing or lost
-                                      // (each also reported to the dead-letter hook)
+  std::uint64_t refused_sends = 0;    // one-way sends accepted and then refused: closing or lost (or above the
+                                      // outbound mark with an unbounded mailbox); each also a dead letter
   std::uint64_t bytes_moved = 0;      // bytes of partial frames moved to another block or its front
   std::uint64_t read_blocks = 0;      // receive blocks allocated (steady state: no growth)
   std::uint64_t read_stalls = 0;      // reads put off because every block was still in use

@@ -175,8 +175,10 @@ class client_connection
     using R = typename I::template reply_type<M>;
     auto promise = this->template make_response_promise<R>();
     const bool gone = conn_.finished() || (conn_.open() && !conn_.open_for_calls());
-    const bool refused = gone || conn_.unwritten() > conn_.config().outbound_high_water;
-    if (refused) {
+    // Above the outbound mark a bounded mailbox refuses at the call (see on_turn_end), so what it
+    // accepted goes on the wire; an unbounded one cannot refuse, so its messages are refused here.
+    const bool over = this->mailbox_capacity() == 0 && conn_.unwritten() > conn_.config().outbound_high_water;
+    if (gone || over) {
       if (!promise.pending()) {  // a one-way send: counted, and a dead letter as a local refusal is
         refused_sends_.fetch_add(1, std::memory_order_relaxed);
         ++conn_.stats().refused_sends;
@@ -184,15 +186,18 @@ class client_connection
                                      gone ? dead_letter_reason::stopped : dead_letter_reason::mailbox_full);
       } else if (conn_.finished()) {
         promise.fail(why());
-      } else if (conn_.unwritten() > conn_.config().outbound_high_water) {
+      } else if (!gone) {
         promise.fail(courier::error(errc::mailbox_full, "the connection's outbound buffer is above its high-water mark"));
       } else {
         promise.fail(courier::error(errc::connection_lost, "the connection is closing"));
       }
       return {};
     }
-    if (!promise.pending()) {  // one-way: nobody waits, nobody is told
-      if (auto ok = wire::encode(conn_.frames(), msg, wire::route{wire::kind::send, 0, 0}, limits()); !ok) ++encode_failures_;
+    if (!promise.pending()) {  // one-way: nobody waits; a send that cannot be encoded is a dead letter
+      if (auto ok = wire::encode(conn_.frames(), msg, wire::route{wire::kind::send, 0, 0}, limits()); !ok) {
+        encode_failures_.fetch_add(1, std::memory_order_relaxed);
+        courier::detail::dead_letter(this->core(), this->id(), typeid(M).name(), dead_letter_reason::invalid_argument);
+      }
       return {};
     }
     if (in_flight_ >= conn_.config().max_in_flight) {
@@ -229,7 +234,11 @@ class client_connection
 
   void on_turn_end() {
     if (conn_.wants_write()) flush();
-    if (conn_.finished()) lose();
+    if (conn_.finished()) {
+      lose();
+      return;
+    }
+    watch_outbound();
   }
 
   void on_stop() {
@@ -288,12 +297,22 @@ class client_connection
   /// Calls waiting for their reply.
   std::size_t in_flight() const noexcept { return in_flight_; }
 
-  /// One-way sends this connection took from its mailbox but did not put on the wire: its outbound
-  /// buffer was above outbound_high_water (the peer reads too slowly), or the connection was
-  /// closing or lost. A send has no reply to fail: each is also reported to the system's
-  /// dead-letter hook (reason mailbox_full, or stopped), as a local bounded mailbox's refusal is.
-  /// Any thread may read it.
+  /// One-way sends this connection accepted into its mailbox but did not put on the wire because
+  /// the connection was closing or lost (or, with an unbounded mailbox only, because its outbound
+  /// buffer was above outbound_high_water: a bounded mailbox refuses those at the call instead).
+  /// A send has no reply to fail: each is also reported to the system's dead-letter hook (reason
+  /// stopped, or mailbox_full), as a local refusal is. Any thread may read it.
   std::uint64_t refused_sends() const noexcept { return refused_sends_.load(std::memory_order_relaxed); }
+
+  /// One-way sends that could not be encoded within the limits the peer announced (a string past
+  /// its frame size); each is also a dead letter with reason invalid_argument (a request fails
+  /// with errc::invalid_argument instead). Any thread may read it.
+  std::uint64_t encode_failures() const noexcept { return encode_failures_.load(std::memory_order_relaxed); }
+
+  /// The most bytes that waited for the socket at the end of a turn: with a bounded mailbox, at
+  /// most outbound_high_water plus what the mailbox accepted before it refused (mailbox_capacity
+  /// messages) and one turn's messages. Any thread may read it.
+  std::size_t outbound_peak() const noexcept { return outbound_peak_.load(std::memory_order_relaxed); }
 
  private:
   struct call_slot {
@@ -310,6 +329,21 @@ class client_connection
   }
 
   const wire::limits& limits() const noexcept { return conn_.send_limits(); }
+
+  // After a turn's write: above outbound_high_water the mailbox refuses sends and requests at the
+  // call; it takes them again once a write brings the output down to half the mark (hysteresis,
+  // so a peer reading just behind does not flip it every turn). A write happens in every turn,
+  // and writable readiness is a turn (io_ready: the socket is registered for EPOLLOUT, edge
+  // triggered), so the refusal ends once the peer reads again.
+  void watch_outbound() noexcept {
+    const std::size_t left = conn_.unwritten();
+    const std::size_t mark = conn_.config().outbound_high_water;
+    if (left > mark)
+      this->refuse_sends(true);
+    else if (left <= mark / 2)
+      this->refuse_sends(false);
+    if (left > outbound_peak_.load(std::memory_order_relaxed)) outbound_peak_.store(left, std::memory_order_relaxed);
+  }
 
   void drain() {
     const bool was_open = conn_.open();
@@ -402,9 +436,10 @@ class client_connection
   std::vector<call_slot> calls_;
   std::uint64_t next_tid_ = 1;
   std::size_t in_flight_ = 0;
-  std::uint64_t encode_failures_ = 0;
   courier::error lost_why_;
   std::atomic<std::uint64_t> refused_sends_{0};
+  std::atomic<std::uint64_t> encode_failures_{0};
+  std::atomic<std::size_t> outbound_peak_{0};
   bool lost_ = false;
 };
 
@@ -440,10 +475,7 @@ class server_connection : public courier::actor<server_connection<I>, io_ready, 
   void on_turn_end() {
     if (conn_.wants_write()) flush();
     if (conn_.finished()) {
-      // Replies still owed have nowhere to go. Not stop(): the turn's stop flag is not looked
-      // at after on_turn_end, so the actor would idle with its socket open until its next
-      // message (the tick, seconds later); an exit message is.
-      this->request_exit(errc::connection_lost, true);
+      this->stop(errc::connection_lost);  // replies still owed have nowhere to go
       return;
     }
     on_turn_end_resume();
