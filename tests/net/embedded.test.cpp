@@ -24,6 +24,13 @@
 #include "net_test_util.hpp"
 #include "watchdog.hpp"
 
+#if defined(COURIER_TEST_WITH_ASIO)
+#include <asio/io_context.hpp>
+#include <asio/post.hpp>
+
+#include "courier/asio.hpp"
+#endif
+
 using namespace std::chrono_literals;
 using courier::errc;
 
@@ -394,3 +401,44 @@ TEST_CASE("a node keeps a reactor thread where the system cannot poll it", "[net
     CHECK(net.polled_by_system());
   }
 }
+
+#if defined(COURIER_TEST_WITH_ASIO)
+TEST_CASE("asio embedded_loop on wake_fd drives a node's socket; no thread is started", "[net][embedded][asio]") {
+  courier_test::watchdog wd("embedded asio", 30s);
+  const auto asked = uds_endpoint("embedded-asio");
+  threaded_server srv(asked);
+  ::asio::io_context io;
+  courier::system sys{courier::config::embedded()};
+  const int threads_before = courier_test::thread_count();
+  // The loop takes wake_fd once, before the node exists: the node's sockets must reach it anyway.
+  courier::asio::embedded_loop loop(io, sys);
+  auto net = std::make_unique<courier::net::node>(sys);
+  auto ref = net->connect<api>(asked);
+  REQUIRE(ref);
+  std::optional<std::int32_t> sum;
+  std::optional<courier::result<std::int32_t>> awaited;
+  std::thread::id io_thread, then_thread;
+  ::asio::post(io, [&] {
+    io_thread = std::this_thread::get_id();
+    ref->request(add{20, 22}, 5s).then([&](std::int32_t v) { sum = v, then_thread = std::this_thread::get_id(); },
+                                       [&](const courier::error&) { sum = -1; });
+    courier::asio::async_request(*ref, add{1, 2}, 5s, [&](courier::result<std::int32_t> r) { awaited = std::move(r); });
+  });
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (!(sum && awaited) && std::chrono::steady_clock::now() < until) io.run_one_for(10ms);
+  REQUIRE(sum);
+  CHECK(*sum == 42);
+  CHECK(then_thread == io_thread);
+  REQUIRE(awaited);
+  REQUIRE(*awaited);
+  CHECK(**awaited == 3);
+  CHECK(courier_test::thread_count() == threads_before);
+  net.reset();  // on the thread that ran the loop: it drives the closing connection itself
+  std::optional<courier::shutdown_report> report;
+  ::asio::post(io, [&] { loop.async_shutdown([&](courier::shutdown_report r) { report = std::move(r); }); });
+  if (io.stopped()) io.restart();
+  io.run_for(5s);
+  REQUIRE(report);
+  CHECK(report->clean);
+}
+#endif
