@@ -15,6 +15,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <functional>
 #include <optional>
 #include <set>
 #include <string>
@@ -464,3 +466,50 @@ TEST_CASE("asio embedded_loop on wake_fd drives a node's socket; no thread is st
   CHECK(report->clean);
 }
 #endif
+
+// Not run by default (`net_embedded "[measure]"`): round trips per second over uds from an
+// embedded host's thread (ask; request().then with 64 in flight, driven by the host loop) and,
+// for comparison, from a plain thread of a threaded client.
+TEST_CASE("measure: round trips from an embedded host and from a threaded client", "[.][measure]") {
+  courier_test::watchdog wd("measure", 120s);
+  const auto asked = uds_endpoint("embedded-measure");
+  threaded_server srv(asked);
+  constexpr int asks = 20'000;
+  constexpr int pipelined = 100'000;
+  auto rate = [](int n, std::chrono::steady_clock::duration d) {
+    return n / std::chrono::duration<double>(d).count();
+  };
+  {
+    courier::system sys{courier::config::embedded()};
+    courier::net::node net{sys};
+    auto ref = net.connect<api>(asked);
+    REQUIRE(ref);
+    for (int i = 0; i < 1000; ++i) REQUIRE(ref->ask(add{i, 1}, 5s));
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < asks; ++i) REQUIRE(ref->ask(add{i, 1}, 5s));
+    const double ask_rate = rate(asks, std::chrono::steady_clock::now() - t0);
+    int sent = 0, done = 0;
+    std::function<void()> one = [&] {
+      ++sent;
+      ref->request(add{sent, 1}, 5s).then([&](std::int32_t) { ++done, sent < pipelined ? one() : void(); },
+                                          [&](const courier::error&) { ++done, sent < pipelined ? one() : void(); });
+    };
+    t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 64; ++i) one();
+    REQUIRE(drive_until(sys, [&] { return done == pipelined; }, 60s));
+    const double then_rate = rate(pipelined, std::chrono::steady_clock::now() - t0);
+    std::printf("embedded host, uds: ask %.0f round trips/s; request().then, 64 in flight: %.0f calls/s\n", ask_rate,
+                then_rate);
+  }
+  {
+    courier::system sys;
+    courier::net::node net{sys};
+    auto ref = net.connect<api>(asked);
+    REQUIRE(ref);
+    for (int i = 0; i < 1000; ++i) REQUIRE(ref->ask(add{i, 1}, 5s));
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < asks; ++i) REQUIRE(ref->ask(add{i, 1}, 5s));
+    std::printf("threaded client, plain thread, uds: ask %.0f round trips/s\n",
+                rate(asks, std::chrono::steady_clock::now() - t0));
+  }
+}
