@@ -263,8 +263,9 @@ class system_core {
   moodycamel::ConcurrentQueue<actor_base*> injection;
   alignas(64) std::atomic<std::uint64_t> idle_mask{0};
   alignas(64) std::atomic<int> searching{0};
-  // The I/O poller (detail::io_poller): the workers inside it (busy or parked), and the index of
-  // the parked worker that waits in it (-1: none), whom wake_one must wake through the poller.
+  // The I/O poller (detail::io_poller): the threads inside it (workers, busy or parked; an
+  // embedded system's driving thread), and the index of the parked worker that waits in it
+  // (-1: none), whom wake_one must wake through the poller.
   alignas(64) std::atomic<const io_poller*> poller{nullptr};
   std::atomic<int> pollers_inside{0};
   std::atomic<int> polling_worker{-1};

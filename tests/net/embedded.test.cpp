@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "courier/actor.hpp"
+#include "courier/receive.hpp"
 #include "courier/system.hpp"
 #include "net_test_util.hpp"
 #include "watchdog.hpp"
@@ -208,6 +209,28 @@ class watcher : public courier::actor<watcher, courier::down> {
   std::thread::id* where_;
 };
 
+// On `go`, calls the remote ref and sends the answer (or -1) to an inbox.
+struct go {
+  std::int32_t a;
+};
+struct answer {
+  std::int32_t value;
+};
+class relay : public courier::actor<relay, go> {
+ public:
+  relay(courier::actor_ref<api> remote, courier::actor_ref<courier::inbox_actor<answer>> to)
+      : remote_(std::move(remote)), to_(std::move(to)) {}
+  void on(const go& m) {
+    auto to = to_;
+    remote_.request(add{m.a, 1}, 5s).then([to](std::int32_t v) { to.send(answer{v}); },
+                                          [to](const courier::error&) { to.send(answer{-1}); });
+  }
+
+ private:
+  courier::actor_ref<api> remote_;
+  courier::actor_ref<courier::inbox_actor<answer>> to_;
+};
+
 // The client's scenarios on the host's thread, against a served `service`.
 void run_client_scenarios(const courier::net::endpoint& asked) {
   threaded_server srv(asked);
@@ -337,6 +360,27 @@ TEST_CASE("embedded client: a monitor on a remote ref fires down when the server
   CHECK(std::chrono::steady_clock::now() - t0 < 5s);
   auto after = ref->ask(add{1, 2}, 5s);  // later calls fail at once
   CHECK_FALSE(after);
+  CHECK(new_threads(threads_before) == 0);
+}
+
+TEST_CASE("embedded client: inbox::receive on the host's thread drives the socket while it waits",
+          "[net][embedded][inbox]") {
+  courier_test::watchdog wd("embedded inbox", 30s);
+  const auto asked = uds_endpoint("embedded-inbox");
+  threaded_server srv(asked);
+  courier::system sys{courier::config::embedded()};
+  const std::set<long> threads_before = thread_ids();
+  courier::net::node net{sys};
+  auto ref = net.connect<api>(asked);
+  REQUIRE(ref);
+  courier::inbox<answer> in{sys};
+  auto r = sys.spawn<relay>(*ref, in.ref());
+  for (std::int32_t i = 0; i < 50; ++i) {  // no host loop: receive runs the system, sockets included
+    REQUIRE(r.send(go{i}));
+    auto got = in.receive<answer>(5s);
+    REQUIRE(got);
+    CHECK(got->value == i + 1);
+  }
   CHECK(new_threads(threads_before) == 0);
 }
 
