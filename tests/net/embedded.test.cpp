@@ -6,10 +6,9 @@
 #include "courier/net/node.hpp"
 
 #include <catch2/catch.hpp>
-#include <poll.h>
-#include <sys/socket.h>
-
 #include <dirent.h>
+#include <poll.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -21,7 +20,6 @@
 #include <set>
 #include <string>
 #include <thread>
-#include <unistd.h>
 #include <vector>
 
 #include "courier/actor.hpp"
@@ -222,8 +220,8 @@ class relay : public courier::actor<relay, go> {
       : remote_(std::move(remote)), to_(std::move(to)) {}
   void on(const go& m) {
     auto to = to_;
-    remote_.request(add{m.a, 1}, 5s).then([to](std::int32_t v) { to.send(answer{v}); },
-                                          [to](const courier::error&) { to.send(answer{-1}); });
+    remote_.request(add{m.a, 1}, 5s)
+        .then([to](std::int32_t v) { to.send(answer{v}); }, [to](const courier::error&) { to.send(answer{-1}); });
   }
 
  private:
@@ -251,14 +249,16 @@ void run_client_scenarios(const courier::net::endpoint& asked) {
   // request().then: the continuation runs in the host's sys.poll(), once the reply's bytes made
   // wake_fd readable. Nothing else is watched, so the loop hears of the socket through wake_fd.
   std::optional<std::int32_t> sum;
-  ref.request(add{40, 2}, 5s).then([&](std::int32_t v) { on_host(), sum = v; }, [&](const courier::error&) { on_host(), sum = -1; });
+  ref.request(add{40, 2}, 5s)
+      .then([&](std::int32_t v) { on_host(), sum = v; }, [&](const courier::error&) { on_host(), sum = -1; });
   REQUIRE(drive_until(sys, [&] { return sum.has_value(); }));
   CHECK(*sum == 42);
 
   // wake_fd alone, no deadline in the way: after the call is written, the reply's readiness makes
   // it readable (session timers fire through next_deadline() and never make it readable).
   std::optional<std::int32_t> second;
-  ref.request(add{1, 1}, 5s).then([&](std::int32_t v) { on_host(), second = v; }, [&](const courier::error&) { on_host(), second = -1; });
+  ref.request(add{1, 1}, 5s)
+      .then([&](std::int32_t v) { on_host(), second = v; }, [&](const courier::error&) { on_host(), second = -1; });
   for (int i = 0; i < 3 && !second; ++i) {
     sys.poll();  // runs the connection's turn: the call is written
     if (!second) CHECK(courier_test::wait_for(sys.wake_fd(), POLLIN, 2s));
@@ -280,8 +280,9 @@ void run_client_scenarios(const courier::net::endpoint& asked) {
   // Many calls in flight at once, every continuation on the host's thread.
   int answered = 0, right = 0;
   for (int i = 0; i < 64; ++i)
-    ref.request(add{i, 1000}, 5s).then([&, i](std::int32_t v) { on_host(), ++answered, right += v == i + 1000; },
-                                        [&](const courier::error&) { on_host(), ++answered; });
+    ref.request(add{i, 1000}, 5s)
+        .then([&, i](std::int32_t v) { on_host(), ++answered, right += v == i + 1000; },
+              [&](const courier::error&) { on_host(), ++answered; });
   REQUIRE(drive_until(sys, [&] { return answered == 64; }));
   CHECK(right == 64);
 
@@ -289,8 +290,9 @@ void run_client_scenarios(const courier::net::endpoint& asked) {
   // server still holds the call; the late reply is dropped.
   std::optional<courier::error> timed_out;
   const auto t0 = std::chrono::steady_clock::now();
-  ref.request(later{1000, 1}, 50ms).then([&](std::int32_t) { on_host(), timed_out = courier::error{}; },
-                                         [&](const courier::error& e) { on_host(), timed_out = e; });
+  ref.request(later{1000, 1}, 50ms)
+      .then([&](std::int32_t) { on_host(), timed_out = courier::error{}; },
+            [&](const courier::error& e) { on_host(), timed_out = e; });
   REQUIRE(drive_until(sys, [&] { return timed_out.has_value(); }));
   CHECK(*timed_out == errc::request_timeout);
   CHECK(std::chrono::steady_clock::now() - t0 < 900ms);
@@ -346,13 +348,16 @@ TEST_CASE("embedded client: a monitor on a remote ref fires down when the server
   REQUIRE(first);
   std::optional<courier::error> in_flight;
   std::thread::id failed_on;
-  ref->request(later{10'000, 1}, 20s).then([&](std::int32_t) { in_flight = courier::error{}; },
-                                          [&](const courier::error& e) { in_flight = e, failed_on = std::this_thread::get_id(); });
+  ref->request(later{10'000, 1}, 20s)
+      .then([&](std::int32_t) { in_flight = courier::error{}; },
+            [&](const courier::error& e) { in_flight = e, failed_on = std::this_thread::get_id(); });
   // The call reaches the server: it is written in the loop's next rounds.
-  drive_until(sys, [] { return false; }, 100ms);
+  drive_until(
+      sys, [] { return false; }, 100ms);
   const auto t0 = std::chrono::steady_clock::now();
   srv->net.stop();  // the server's node closes its connections
-  REQUIRE(drive_until(sys, [&] { return seen.has_value() && in_flight.has_value(); }, 10s));
+  REQUIRE(drive_until(
+      sys, [&] { return seen.has_value() && in_flight.has_value(); }, 10s));
   CHECK(*seen == errc::connection_lost);
   CHECK(*in_flight == errc::connection_lost);
   CHECK(seen_on == host);
@@ -400,9 +405,10 @@ TEST_CASE("embedded client: a server that never answers the handshake times out 
   REQUIRE(ref);  // an embedded system does not wait for the handshake: the first call tells
   std::optional<courier::error> outcome;
   const auto t0 = std::chrono::steady_clock::now();
-  ref->request(add{1, 1}, 10s).then([&](std::int32_t) { outcome = courier::error{}; },
-                                    [&](const courier::error& e) { outcome = e; });
-  REQUIRE(drive_until(sys, [&] { return outcome.has_value(); }, 5s));
+  ref->request(add{1, 1}, 10s)
+      .then([&](std::int32_t) { outcome = courier::error{}; }, [&](const courier::error& e) { outcome = e; });
+  REQUIRE(drive_until(
+      sys, [&] { return outcome.has_value(); }, 5s));
   const auto took = std::chrono::steady_clock::now() - t0;
   CHECK(static_cast<bool>(*outcome));  // failed
   CHECK(took >= 150ms);
@@ -446,7 +452,8 @@ TEST_CASE("embedded server: a threaded client calls an actor served from the hos
       }
       done = true;
     });
-    const bool finished = drive_until(sys, [&] { return done.load(); }, 30s);
+    const bool finished = drive_until(
+        sys, [&] { return done.load(); }, 30s);
     caller.join();
     REQUIRE(finished);
     CHECK(wrong.load() == 0);
@@ -495,8 +502,9 @@ TEST_CASE("asio embedded_loop on wake_fd drives a node's socket; no thread is st
   std::thread::id io_thread, then_thread;
   ::asio::post(io, [&] {
     io_thread = std::this_thread::get_id();
-    ref->request(add{20, 22}, 5s).then([&](std::int32_t v) { sum = v, then_thread = std::this_thread::get_id(); },
-                                       [&](const courier::error&) { sum = -1; });
+    ref->request(add{20, 22}, 5s)
+        .then([&](std::int32_t v) { sum = v, then_thread = std::this_thread::get_id(); },
+              [&](const courier::error&) { sum = -1; });
     courier::asio::async_request(*ref, add{1, 2}, 5s, [&](courier::result<std::int32_t> r) { awaited = std::move(r); });
   });
   const auto until = std::chrono::steady_clock::now() + 10s;
@@ -527,9 +535,7 @@ TEST_CASE("measure: round trips from an embedded host and from a threaded client
   threaded_server srv(asked);
   constexpr int asks = 20'000;
   constexpr int pipelined = 100'000;
-  auto rate = [](int n, std::chrono::steady_clock::duration d) {
-    return n / std::chrono::duration<double>(d).count();
-  };
+  auto rate = [](int n, std::chrono::steady_clock::duration d) { return n / std::chrono::duration<double>(d).count(); };
   {
     courier::system sys{courier::config::embedded()};
     courier::net::node net{sys};
@@ -542,12 +548,14 @@ TEST_CASE("measure: round trips from an embedded host and from a threaded client
     int sent = 0, done = 0;
     std::function<void()> one = [&] {
       ++sent;
-      ref->request(add{sent, 1}, 5s).then([&](std::int32_t) { ++done, sent < pipelined ? one() : void(); },
-                                          [&](const courier::error&) { ++done, sent < pipelined ? one() : void(); });
+      ref->request(add{sent, 1}, 5s)
+          .then([&](std::int32_t) { ++done, sent < pipelined ? one() : void(); },
+                [&](const courier::error&) { ++done, sent < pipelined ? one() : void(); });
     };
     t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < 64; ++i) one();
-    REQUIRE(drive_until(sys, [&] { return done == pipelined; }, 60s));
+    REQUIRE(drive_until(
+        sys, [&] { return done == pipelined; }, 60s));
     const double then_rate = rate(pipelined, std::chrono::steady_clock::now() - t0);
     std::printf("embedded host, uds: ask %.0f round trips/s; request().then, 64 in flight: %.0f calls/s\n", ask_rate,
                 then_rate);

@@ -103,8 +103,8 @@ bool is_manual(const system_core* core) noexcept;
 /// For a blocking wait on a manual system (`ask`, `await_all_stopped`): on the thread that drives
 /// it (deterministic: always), fires due timers and runs at most one message, and (embedded, with
 /// an io_poller) dispatches socket readiness when nothing else was ready (and every 64th call);
-/// true if it did anything. On any other thread of an embedded system it runs nothing and returns false, so
-/// host code only ever runs on the host's thread.
+/// true if it did anything. On any other thread of an embedded system it runs nothing and
+/// returns false, so host code only ever runs on the host's thread.
 bool drive_once(system_core* core);
 
 /// For a blocking wait (`ask`, `inbox::receive`, `await_all_stopped`) on the driving thread of an
