@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <dirent.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -328,6 +329,42 @@ TEST_CASE("embedded client over uds: the host's loop drives the socket, no threa
 TEST_CASE("embedded client over tcp: the host's loop drives the socket, no thread is started", "[net][embedded][tcp]") {
   courier_test::watchdog wd("embedded client tcp", 60s);
   run_client_scenarios(tcp_endpoint());
+}
+
+TEST_CASE("embedded client: a host that watches wake_fd edge-triggered hears every reply", "[net][embedded][edge]") {
+  courier_test::watchdog wd("embedded edge-triggered", 30s);
+  const auto asked = uds_endpoint("embedded-edge");
+  threaded_server srv(asked);
+  courier::system sys{courier::config::embedded()};
+  const int fd = sys.wake_fd();
+  courier::net::node net{sys};
+  CHECK(sys.wake_fd() == fd);  // the same descriptor before and after the node joined it
+  auto ref = net.connect<api>(asked);
+  REQUIRE(ref);
+  const int ep = ::epoll_create1(EPOLL_CLOEXEC);
+  REQUIRE(ep >= 0);
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLET;  // an edge per new readiness: the host never sees the level
+  REQUIRE(::epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0);
+  int answered = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (std::int32_t i = 0; i < 50; ++i) {  // one call at a time: each reply must bring its own edge
+    std::optional<std::int32_t> got;
+    ref->request(add{i, 1}, 5s).then([&](std::int32_t v) { got = v; }, [&](const courier::error&) { got = -1; });
+    const auto until = std::chrono::steady_clock::now() + 5s;
+    while (!got && std::chrono::steady_clock::now() < until) {
+      while (sys.poll().more) {
+      }  // edge-triggered: run until nothing is left before waiting again
+      if (got) break;
+      epoll_event out{};
+      ::epoll_wait(ep, &out, 1, 1000);  // no deadline used: only an edge ends the wait early
+    }
+    REQUIRE(got);
+    answered += *got == i + 1 ? 1 : 0;
+  }
+  CHECK(answered == 50);
+  CHECK(std::chrono::steady_clock::now() - t0 < 5s);  // a missed edge costs a whole second
+  ::close(ep);
 }
 
 TEST_CASE("embedded client: a monitor on a remote ref fires down when the server's node stops",
