@@ -6,7 +6,6 @@
 #include "courier/net/node.hpp"
 
 #include <catch2/catch.hpp>
-#include <dirent.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -18,7 +17,6 @@
 #include <cstdio>
 #include <functional>
 #include <optional>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -40,25 +38,6 @@ using namespace std::chrono_literals;
 using courier::errc;
 
 namespace {
-
-// This process's threads by id (/proc/self/task). Compared as sets, not counted: a thread that a
-// previous test joined may still be listed a moment (see thread_count_settled) and leave later.
-std::set<long> thread_ids() {
-  std::set<long> ids;
-  if (DIR* dir = ::opendir("/proc/self/task")) {
-    while (const dirent* entry = ::readdir(dir))
-      if (entry->d_name[0] != '.') ids.insert(std::stol(entry->d_name));
-    ::closedir(dir);
-  }
-  return ids;
-}
-
-// How many threads exist now that did not in `before`.
-std::size_t new_threads(const std::set<long>& before) {
-  std::size_t added = 0;
-  for (long id : thread_ids()) added += before.count(id) == 0 ? 1 : 0;
-  return added;
-}
 
 struct add {
   static constexpr courier::token token{"ADD_"};
@@ -236,7 +215,7 @@ void run_client_scenarios(const courier::net::endpoint& asked) {
   const auto where = reach(asked, srv.at);
   const std::thread::id host = std::this_thread::get_id();
   courier::system sys{courier::config::embedded()};
-  const std::set<long> threads_before = thread_ids();
+  const auto threads_before = courier_test::thread_ids();
   auto net = std::make_unique<courier::net::node>(sys);
   auto connected = net->connect<api>(where);
   REQUIRE(connected);
@@ -309,14 +288,14 @@ void run_client_scenarios(const courier::net::endpoint& asked) {
   CHECK(rounds < 100);
 
   CHECK(off_host == 0);
-  CHECK(new_threads(threads_before) == 0);
+  CHECK(courier_test::threads_added(threads_before) == 0);
 
   // ~node on the host's thread drives the closing connection itself (no 2 s grace spent waiting
   // for a loop that this very thread would run).
   const auto t1 = std::chrono::steady_clock::now();
   net.reset();
   CHECK(std::chrono::steady_clock::now() - t1 < 1s);
-  CHECK(new_threads(threads_before) == 0);
+  CHECK(courier_test::threads_added(threads_before) == 0);
 }
 
 }  // namespace
@@ -374,7 +353,7 @@ TEST_CASE("embedded client: a monitor on a remote ref fires down when the server
   auto srv = std::make_unique<threaded_server>(asked);
   const std::thread::id host = std::this_thread::get_id();
   courier::system sys{courier::config::embedded()};
-  const std::set<long> threads_before = thread_ids();
+  const auto threads_before = courier_test::thread_ids();
   courier::net::node net{sys};
   auto ref = net.connect<api>(asked);
   REQUIRE(ref);
@@ -402,7 +381,7 @@ TEST_CASE("embedded client: a monitor on a remote ref fires down when the server
   CHECK(std::chrono::steady_clock::now() - t0 < 5s);
   auto after = ref->ask(add{1, 2}, 5s);  // later calls fail at once
   CHECK_FALSE(after);
-  CHECK(new_threads(threads_before) == 0);
+  CHECK(courier_test::threads_added(threads_before) == 0);
 }
 
 TEST_CASE("embedded client: inbox::receive on the host's thread drives the socket while it waits",
@@ -411,7 +390,7 @@ TEST_CASE("embedded client: inbox::receive on the host's thread drives the socke
   const auto asked = uds_endpoint("embedded-inbox");
   threaded_server srv(asked);
   courier::system sys{courier::config::embedded()};
-  const std::set<long> threads_before = thread_ids();
+  const auto threads_before = courier_test::thread_ids();
   courier::net::node net{sys};
   auto ref = net.connect<api>(asked);
   REQUIRE(ref);
@@ -423,7 +402,7 @@ TEST_CASE("embedded client: inbox::receive on the host's thread drives the socke
     REQUIRE(got);
     CHECK(got->value == i + 1);
   }
-  CHECK(new_threads(threads_before) == 0);
+  CHECK(courier_test::threads_added(threads_before) == 0);
 }
 
 TEST_CASE("embedded client: a server that never answers the handshake times out in the host's loop",
@@ -434,7 +413,7 @@ TEST_CASE("embedded client: a server that never answers the handshake times out 
   auto silent = courier::net::listen(asked);
   REQUIRE(silent);
   courier::system sys{courier::config::embedded()};
-  const std::set<long> threads_before = thread_ids();
+  const auto threads_before = courier_test::thread_ids();
   courier::net::node net{sys};
   courier::net::connection_config cfg;
   cfg.handshake_timeout = 200ms;
@@ -450,7 +429,7 @@ TEST_CASE("embedded client: a server that never answers the handshake times out 
   CHECK(static_cast<bool>(*outcome));  // failed
   CHECK(took >= 150ms);
   CHECK(took < 3s);
-  CHECK(new_threads(threads_before) == 0);
+  CHECK(courier_test::threads_added(threads_before) == 0);
 }
 
 TEST_CASE("embedded server: a threaded client calls an actor served from the host's loop", "[net][embedded][server]") {
@@ -460,12 +439,12 @@ TEST_CASE("embedded server: a threaded client calls an actor served from the hos
     std::atomic<int> strays{0};
     courier::system sys{courier::config::embedded()};
     auto target = sys.spawn<service>(host, &strays);
-    const std::set<long> threads_before = thread_ids();
+    const auto threads_before = courier_test::thread_ids();
     courier::net::node net{sys};
     auto at = net.serve<api>(target, asked);
     REQUIRE(at);
     CHECK(net.polled_by_system());
-    const std::size_t threads_started = new_threads(threads_before);
+    const std::size_t threads_started = courier_test::threads_added(threads_before);
 
     // The client: a threaded system in this process, calling from a plain thread of its own.
     courier::system client_sys;
@@ -528,7 +507,7 @@ TEST_CASE("asio embedded_loop on wake_fd drives a node's socket; no thread is st
   threaded_server srv(asked);
   ::asio::io_context io;
   courier::system sys{courier::config::embedded()};
-  const std::set<long> threads_before = thread_ids();
+  const auto threads_before = courier_test::thread_ids();
   // The loop takes wake_fd once, before the node exists: the node's sockets must reach it anyway.
   courier::asio::embedded_loop loop(io, sys);
   auto net = std::make_unique<courier::net::node>(sys);
@@ -552,7 +531,7 @@ TEST_CASE("asio embedded_loop on wake_fd drives a node's socket; no thread is st
   REQUIRE(awaited);
   REQUIRE(*awaited);
   CHECK(**awaited == 3);
-  CHECK(new_threads(threads_before) == 0);
+  CHECK(courier_test::threads_added(threads_before) == 0);
   net.reset();  // on the thread that ran the loop: it drives the closing connection itself
   std::optional<courier::shutdown_report> report;
   ::asio::post(io, [&] { loop.async_shutdown([&](courier::shutdown_report r) { report = std::move(r); }); });
