@@ -11,7 +11,7 @@
 ///   `system::advance_time()`, so time-outs and delayed sends fire exactly when it says.
 /// - `embedded`: no threads at all; a host program's own loop drives Courier through the loop
 ///   contract in system.hpp: `poll(budget)`, `run_one()`, `run_until_idle()`, readiness on
-///   `wake_fd()` (an eventfd) or `on_wake`, and real-time timers that the host fires by
+///   `wake_fd()` (a pollable descriptor) or `on_wake`, and real-time timers that the host fires by
 ///   `next_deadline()` with `fire_due_timers()` (or any run call). Continuations of requests the
 ///   host makes run inside those calls, on the host's thread.
 ///

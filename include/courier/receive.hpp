@@ -122,12 +122,15 @@ class inbox {
       const auto now = std::chrono::steady_clock::now();
       if (now >= deadline) return outcome(error(errc::request_timeout, "inbox::receive: nothing arrived in time"));
       if (manual) {
+        const auto wait = std::min<std::chrono::steady_clock::duration>(deadline - now, std::chrono::milliseconds(1));
         lock.unlock();
         const bool ran = detail::drive_once(core);
+        // The driving thread of an embedded system sleeps on wake_fd (new work, socket readiness).
+        const bool waited = !ran && detail::wait_for_work(core, std::chrono::duration_cast<timespan>(wait));
         lock.lock();
-        if (ran) continue;
+        if (ran || waited) continue;
         // Nothing ready here: another thread may still send, so wait a little and look again.
-        state_->arrived.wait_for(lock, std::min<std::chrono::steady_clock::duration>(deadline - now, std::chrono::milliseconds(1)));
+        state_->arrived.wait_for(lock, wait);
       } else if (deadline == std::chrono::steady_clock::time_point::max()) {
         state_->arrived.wait(lock);
       } else {

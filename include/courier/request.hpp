@@ -217,6 +217,9 @@ auto actor_ref<T>::ask(M&& msg, timespan timeout) const {
     if (manual && detail::drive_once(p->core)) continue;
     auto wait = deadline - now;
     if (manual && wait > std::chrono::milliseconds(1)) wait = std::chrono::milliseconds(1);
+    // The driving thread of an embedded system sleeps on wake_fd, which new work and socket
+    // readiness wake; the 1 ms bound catches a reply settled on another thread (a futex wake).
+    if (manual && detail::wait_for_work(p->core, std::chrono::duration_cast<timespan>(wait))) continue;
     detail::futex_wait_for(&p->ready, 0, std::chrono::duration_cast<timespan>(wait));
   }
   if (p->ready.load(std::memory_order_acquire) == 0) {

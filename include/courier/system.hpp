@@ -133,6 +133,8 @@ class system {
   ///   budget: for tests and for hosts that own nothing else) and returns the messages it ran.
   /// - Every run call clears wake_fd on its way in and leaves it readable on its way out exactly
   ///   when work is still ready (level-triggered; a send from another thread makes it readable).
+  ///   With a `net::node` (embedded), every run call first dispatches the sockets that are ready
+  ///   (without waiting), and a ready socket makes wake_fd readable too.
   /// - Host continuations (requests made outside any actor, time-outs included) run inside these
   ///   calls, on this thread (executor.hpp).
   /// - The calling thread becomes the driving thread: `ask` and `inbox::receive` on it run the
@@ -162,8 +164,10 @@ class system {
   /// step throws std::invalid_argument and leaves the clock where it was.
   std::size_t advance_time(timespan by);
 
-  /// Embedded mode: an eventfd, readable while work is ready (see the loop contract above; watch
-  /// it level- or edge-triggered). Courier owns it until the system is destroyed: a host that
+  /// Embedded mode: a descriptor readable while work is ready (see the loop contract above; watch
+  /// it level- or edge-triggered). It is an epoll set around an eventfd; a `net::node` adds its
+  /// reactor to it, so it is readable while one of the node's sockets is ready too, and the run
+  /// calls serve those sockets first. The number stays the same for the system's whole life. Courier owns it until the system is destroyed: a host that
   /// wraps it (asio's stream_descriptor, a libuv poll handle) must release it, never close it,
   /// and stop watching it before the system's destructor closes it. -1 in the other modes, and
   /// when config::on_wake is set (the host is told through the callback instead).

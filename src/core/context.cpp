@@ -27,8 +27,11 @@ bool system::await_all_stopped(timespan deadline) {
       const auto now = std::chrono::steady_clock::now();
       if (now >= until) return false;
       if (detail::drive_once(core_)) continue;  // on the host's thread; elsewhere the host runs it
-      // Nothing ready: another thread may still send, so poll briefly instead of giving up.
-      std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(until - now, std::chrono::milliseconds(1)));
+      // Nothing ready: another thread may still send (or a socket become ready), so wait briefly
+      // (on wake_fd, on an embedded system's driving thread) instead of giving up.
+      const auto wait = std::min<std::chrono::steady_clock::duration>(until - now, std::chrono::milliseconds(1));
+      if (!detail::wait_for_work(core_, std::chrono::duration_cast<std::chrono::nanoseconds>(wait)))
+        std::this_thread::sleep_for(wait);
     }
   }
   std::unique_lock lock(core_->registry_mutex);

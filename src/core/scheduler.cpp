@@ -1,10 +1,13 @@
 #include "courier/config.hpp"
 
 #include <linux/futex.h>
+#include <poll.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <climits>
 #include <ctime>
@@ -61,7 +64,30 @@ bool drive_once(system_core* core) {
   if (!scope.entered()) return false;  // the host's thread runs host code; this one only waits
   const bool fired = core->timers.fire_due_now() > 0;
   std::uint32_t ran = 0;
-  return core->run_turn(1, ran) || fired;
+  bool did = core->run_turn(1, ran) || fired;
+  // Sockets when nothing else is ready, and every 64th call while local work keeps coming (as a
+  // busy worker does), so a wait that runs a chatty actor still hears its connection.
+  if (!did || (++core->drive_turns & 63) == 0) did = core->poll_io_here() > 0 || did;
+  return did;
+}
+
+bool wait_for_work(system_core* core, std::chrono::nanoseconds timeout) noexcept {
+  const std::thread::id me = std::this_thread::get_id();
+  if (core->wake_epoll < 0 || core->driver.load(std::memory_order_acquire) != me) return false;
+  // Another thread inside a run call (the host handing over): drive_once could not enter, so
+  // this thread must not skip its wait either.
+  if (const std::thread::id in = core->active.load(std::memory_order_acquire); in != std::thread::id{} && in != me)
+    return false;
+  // No longer than the earliest timer: the caller's next drive_once fires it.
+  const std::int64_t earliest = core->timers.earliest_ns();
+  const std::int64_t now = steady_now_ns();
+  std::int64_t ns = timeout.count();
+  if (earliest != INT64_MAX) ns = std::min(ns, earliest - now);
+  if (ns <= 0) return true;
+  const timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+  pollfd watch{core->wake_epoll, POLLIN, 0};
+  ::ppoll(&watch, 1, &ts, nullptr);  // readable, timed out or interrupted: the caller looks again
+  return true;
 }
 
 run_scope::run_scope(system_core* core, kind k) noexcept : core_(core), blocking_(k == kind::blocking_call) {
@@ -84,6 +110,8 @@ run_scope::run_scope(system_core* core, kind k) noexcept : core_(core), blocking
   running_core = core;
   earliest_on_entry_ = core->timers.earliest_ns();
   core->drain_wake_fd();
+  // The host's run calls look at the sockets first: wake_fd may be readable for them alone.
+  if (owner_ && !blocking_) core->poll_io_here();
 }
 
 run_scope::~run_scope() {
@@ -297,7 +325,20 @@ void system_core::wake_poller() noexcept {
 }
 
 bool attach_io_poller(system_core* core, const io_poller* poller) noexcept {
-  if (core->manual) return false;
+  if (core->manual) {
+    // Embedded: the poller's descriptor joins wake_fd, and the driving thread polls it in its run
+    // calls. Deterministic systems and hosts told through on_wake have no descriptor to join.
+    if (core->wake_epoll < 0 || poller->fd < 0) return false;
+    const io_poller* none = nullptr;
+    if (!core->poller.compare_exchange_strong(none, poller, std::memory_order_seq_cst)) return false;
+    epoll_event watch{};
+    watch.events = EPOLLIN;  // level-triggered: readable while the reactor has events to hand out
+    if (::epoll_ctl(core->wake_epoll, EPOLL_CTL_ADD, poller->fd, &watch) < 0) {
+      core->poller.store(nullptr, std::memory_order_seq_cst);
+      return false;
+    }
+    return true;
+  }
   const io_poller* none = nullptr;
   if (!core->poller.compare_exchange_strong(none, poller, std::memory_order_seq_cst)) return false;
   // Workers already parked on their futex would never look at the poller: wake them all, so
@@ -312,6 +353,7 @@ bool attach_io_poller(system_core* core, const io_poller* poller) noexcept {
 void detach_io_poller(system_core* core) noexcept {
   const io_poller* p = core->poller.exchange(nullptr, std::memory_order_seq_cst);
   if (p == nullptr) return;
+  if (core->manual && core->wake_epoll >= 0) ::epoll_ctl(core->wake_epoll, EPOLL_CTL_DEL, p->fd, nullptr);
   // A worker that counted itself in before the exchange may still be inside (or about to enter)
   // p->poll: wake it until none is left. One that counts itself in later sees no poller.
   while (core->pollers_inside.load(std::memory_order_seq_cst) != 0) {
@@ -326,6 +368,16 @@ void system_core::signal_fd() noexcept {
   if (event_fd < 0) return;
   const std::uint64_t one = 1;
   [[maybe_unused]] auto n = ::write(event_fd, &one, sizeof one);
+}
+
+std::size_t system_core::poll_io_here() noexcept {
+  if (poller.load(std::memory_order_acquire) == nullptr) return 0;  // no node: one load
+  // Counted in, as the workers are: detach_io_poller waits until no one is inside.
+  pollers_inside.fetch_add(1, std::memory_order_seq_cst);
+  std::size_t dispatched = 0;
+  if (const io_poller* p = poller.load(std::memory_order_seq_cst)) dispatched = p->poll(p->context, 0);
+  pollers_inside.fetch_sub(1, std::memory_order_seq_cst);
+  return dispatched;
 }
 
 void system_core::drain_wake_fd() noexcept {

@@ -1,5 +1,6 @@
 #include "courier/system.hpp"
 
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -104,6 +105,17 @@ system_core::system_core(const config& c)
   if (cfg.mode == scheduling::embedded && cfg.on_wake == nullptr) {
     event_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (event_fd < 0) throw std::system_error(errno, std::generic_category(), "courier: eventfd for wake_fd");
+    // The host watches an epoll descriptor around the eventfd, not the eventfd itself: a node's
+    // reactor joins it later (attach_io_poller) without the descriptor's number changing.
+    wake_epoll = ::epoll_create1(EPOLL_CLOEXEC);
+    epoll_event watch{};
+    watch.events = EPOLLIN;  // level-triggered: readable exactly while the eventfd is
+    if (wake_epoll < 0 || ::epoll_ctl(wake_epoll, EPOLL_CTL_ADD, event_fd, &watch) < 0) {
+      const int e = errno;
+      if (wake_epoll >= 0) ::close(wake_epoll);
+      ::close(event_fd);
+      throw std::system_error(e, std::generic_category(), "courier: epoll for wake_fd");
+    }
   }
   lane = host_lane::create(this);
   if (!manual) start_workers();
@@ -111,7 +123,8 @@ system_core::system_core(const config& c)
 
 system_core::~system_core() {
   host_lane::free(lane);
-  if (event_fd >= 0) ::close(event_fd);  // an abandoned core's: ~system left it open
+  if (wake_epoll >= 0) ::close(wake_epoll);  // an abandoned core's: ~system left them open
+  if (event_fd >= 0) ::close(event_fd);
 }
 
 namespace {
@@ -155,6 +168,10 @@ system::~system() {
   // wake descriptor goes with the system, as promised to the host: after a clean shutdown nothing
   // signals it any more (every mailbox, the host lane and the timer are closed).
   if (report_.clean) {
+    if (core_->wake_epoll >= 0) {
+      ::close(core_->wake_epoll);
+      core_->wake_epoll = -1;
+    }
     if (core_->event_fd >= 0) {
       ::close(core_->event_fd);
       core_->event_fd = -1;
@@ -336,7 +353,7 @@ std::chrono::steady_clock::time_point system::next_deadline() const noexcept {
 
 std::size_t system::advance_time(timespan by) { return !finished() ? core_->timers.advance(by) : 0; }
 
-int system::wake_fd() const noexcept { return core_->event_fd; }
+int system::wake_fd() const noexcept { return core_->wake_epoll; }
 
 std::uint64_t system::dead_letters() const noexcept { return core_->dead_letters.load(std::memory_order_relaxed); }
 

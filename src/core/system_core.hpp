@@ -263,14 +263,21 @@ class system_core {
   moodycamel::ConcurrentQueue<actor_base*> injection;
   alignas(64) std::atomic<std::uint64_t> idle_mask{0};
   alignas(64) std::atomic<int> searching{0};
-  // The I/O poller (detail::io_poller): the workers inside it (busy or parked), and the index of
-  // the parked worker that waits in it (-1: none), whom wake_one must wake through the poller.
+  // The I/O poller (detail::io_poller): the threads inside it (workers, busy or parked; an
+  // embedded system's driving thread), and the index of the parked worker that waits in it
+  // (-1: none), whom wake_one must wake through the poller.
   alignas(64) std::atomic<const io_poller*> poller{nullptr};
   std::atomic<int> pollers_inside{0};
   std::atomic<int> polling_worker{-1};
   std::atomic<bool> stopping{false};
   std::atomic<std::size_t> workers_ready{0};  // workers that have taken their first pool chunk
   int event_fd = -1;  // embedded: closed by ~system (the host may watch it until then)
+  /// Embedded with an eventfd: what wake_fd() returns, an epoll descriptor holding event_fd
+  /// (level-triggered) and, while an io_poller is attached, the poller's fd, so one descriptor,
+  /// the same for the system's whole life, tells the host of work and of socket readiness.
+  int wake_epoll = -1;
+  /// Manual modes: drive_once calls (for polling sockets every 64th); the thread in a run_scope only.
+  std::uint32_t drive_turns = 0;
   std::atomic<bool> fd_signaled{false};
   /// Embedded: the thread that drives the system (the last to call a run function; at first the
   /// one that built it). Blocking calls on other threads wait instead of running host code.
@@ -291,6 +298,9 @@ class system_core {
   void signal_fd() noexcept;
   /// Clears wake_fd's readiness (cheap when it is not set).
   void drain_wake_fd() noexcept;
+  /// Embedded, on the thread in a run_scope: dispatches what the io_poller has ready without
+  /// waiting (its messages are then ready to run); how many handlers it called.
+  std::size_t poll_io_here() noexcept;
   bool has_stealable_work() const noexcept;
   /// Manual modes: one actor's turn of at most `budget` messages; adds them to `ran`. False when
   /// nothing was ready.

@@ -8,10 +8,13 @@ namespace courier::net::detail {
 node_core::node_core(courier::system& sys) : sys_(sys), core_(courier::detail::core_of(sys)) {
   courier::detail::retain_core(core_);
   poller_.context = this;
-  poller_.poll = &poll_from_worker;
+  poller_.poll = &poll_from_system;
   poller_.wake = &wake_from_any;
-  by_workers_ = courier::detail::attach_io_poller(core_, &poller_);
-  if (!by_workers_) {
+  poller_.fd = reactor_.fd();
+  // Threaded: the workers poll the reactor when they would park. Embedded with wake_fd: the
+  // reactor joins wake_fd and the host's run calls poll it. Otherwise a thread of our own.
+  by_system_ = courier::detail::attach_io_poller(core_, &poller_);
+  if (!by_system_) {
     thread_ = std::thread([this] {
       while (!stopping_.load(std::memory_order_acquire)) reactor_.run_once(-1);
     });
@@ -23,9 +26,9 @@ node_core::~node_core() {
   courier::detail::release_core(core_);
 }
 
-void node_core::poll_from_worker(void* self, int timeout_ms) noexcept {
+std::size_t node_core::poll_from_system(void* self, int timeout_ms) noexcept {
   epoll_event ready[32];  // the caller's own: several workers may poll at once
-  static_cast<node_core*>(self)->reactor_.run_once(timeout_ms, ready);
+  return static_cast<node_core*>(self)->reactor_.run_once(timeout_ms, ready);
 }
 
 void node_core::wake_from_any(void* self) noexcept { static_cast<node_core*>(self)->reactor_.wake(); }
@@ -86,12 +89,9 @@ void node_core::stop(std::chrono::milliseconds grace) {
     c->request_exit(errc::connection_lost, true);
     c->release();
   }
-  {
-    std::unique_lock lock(mutex_);
-    changed_.wait_for(lock, grace, [this] { return connections_.empty(); });
-  }
+  wait_closed(grace);
   // Nobody polls the reactor after this; the listeners close once no poller can be inside them.
-  if (by_workers_) {
+  if (by_system_) {
     courier::detail::detach_io_poller(core_);
   } else {
     stopping_.store(true, std::memory_order_release);
@@ -99,6 +99,32 @@ void node_core::stop(std::chrono::milliseconds grace) {
     if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
   }
   acceptors.clear();
+}
+
+void node_core::wait_closed(std::chrono::milliseconds grace) {
+  namespace cd = courier::detail;
+  auto none_left = [this] { return connections_.empty(); };
+  if (!cd::is_manual(core_) || cd::current_actor != nullptr) {
+    std::unique_lock lock(mutex_);
+    changed_.wait_for(lock, grace, none_left);
+    return;
+  }
+  // A manual system's connections close only when driven: on its driving thread, drive it here
+  // (as ask does), sockets included; elsewhere wait for the host's loop to do it.
+  const auto until = std::chrono::steady_clock::now() + grace;
+  for (;;) {
+    {
+      std::lock_guard lock(mutex_);
+      if (none_left()) return;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= until) return;
+    if (cd::drive_once(core_)) continue;
+    const auto wait = std::min<std::chrono::steady_clock::duration>(until - now, std::chrono::milliseconds(1));
+    if (cd::wait_for_work(core_, std::chrono::duration_cast<std::chrono::nanoseconds>(wait))) continue;
+    std::unique_lock lock(mutex_);
+    changed_.wait_for(lock, wait, none_left);
+  }
 }
 
 void acceptor::on_io(std::uint32_t) noexcept {

@@ -24,7 +24,7 @@ void cycle(const endpoint& where, int rounds) {
     void on_io(std::uint32_t) noexcept override {}
   } h;
   const int fds_before = courier_test::open_descriptors();
-  const int threads_before = courier_test::thread_count();
+  const auto threads_before = courier_test::thread_ids();
   for (int i = 0; i < rounds; ++i) {
     auto c = courier::net::connect(target, 2s);
     REQUIRE(c);
@@ -36,7 +36,7 @@ void cycle(const endpoint& where, int rounds) {
     if (i % 2) c->sock.close();  // either side closes first
   }
   CHECK(courier_test::open_descriptors() == fds_before);
-  CHECK(courier_test::thread_count_settled(threads_before) == threads_before);
+  CHECK(courier_test::threads_added(threads_before) == 0);
   CHECK(r.watched() == 0);
 }
 
@@ -61,13 +61,13 @@ TEST_CASE("leak: 1,000 tcp connections") {
 TEST_CASE("leak: reactors and reactor threads") {
   courier_test::watchdog wd{"leak reactor", 60s};
   const int fds_before = courier_test::open_descriptors();
-  const int threads_before = courier_test::thread_count();
+  const auto threads_before = courier_test::thread_ids();
   for (int i = 0; i < 100; ++i) {
     courier::net::reactor_thread loop;
     loop.get().wake();
   }
   CHECK(courier_test::open_descriptors() == fds_before);
-  CHECK(courier_test::thread_count_settled(threads_before) == threads_before);
+  CHECK(courier_test::threads_added(threads_before) == 0);
 }
 
 TEST_CASE("leak: 50 pipe servers started, echoed through and reaped") {
@@ -75,7 +75,7 @@ TEST_CASE("leak: 50 pipe servers started, echoed through and reaped") {
   endpoint where;
   where.command = {COURIER_TEST_PIPE_ECHO, "0"};
   const int fds_before = courier_test::open_descriptors();
-  const int threads_before = courier_test::thread_count();
+  const auto threads_before = courier_test::thread_ids();
   for (int i = 0; i < 50; ++i) {
     auto c = courier::net::connect(where, 2s);
     REQUIRE(c);
@@ -85,7 +85,7 @@ TEST_CASE("leak: 50 pipe servers started, echoed through and reaped") {
     REQUIRE(c->child->wait(5s) == 0);
   }
   CHECK(courier_test::open_descriptors() == fds_before);
-  CHECK(courier_test::thread_count_settled(threads_before) == threads_before);
+  CHECK(courier_test::threads_added(threads_before) == 0);
   // No zombie is left: every child was reaped.
   CHECK(::waitpid(-1, nullptr, WNOHANG) == -1);
 }

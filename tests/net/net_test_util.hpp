@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -87,6 +88,31 @@ inline int thread_count_settled(int expected, std::chrono::milliseconds limit = 
     count = thread_count();
   }
   return count;
+}
+
+/// This process's threads by id (/proc/self/task).
+inline std::set<long> thread_ids() {
+  std::set<long> ids;
+  if (DIR* dir = ::opendir("/proc/self/task")) {
+    while (const dirent* entry = ::readdir(dir))
+      if (entry->d_name[0] != '.') ids.insert(std::stol(entry->d_name));
+    ::closedir(dir);
+  }
+  return ids;
+}
+
+/// How many threads exist that were not in `before` (thread_ids()), once joined threads have left
+/// /proc/self/task (waits up to `limit` for that). Sets, not counts: a thread joined before
+/// `before` was taken (an earlier test's watchdog) may leave meanwhile and must not hide a new one.
+inline std::size_t threads_added(const std::set<long>& before,
+                                 std::chrono::milliseconds limit = std::chrono::seconds(2)) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    std::size_t added = 0;
+    for (long id : thread_ids()) added += before.count(id) == 0 ? 1 : 0;
+    if (added == 0 || std::chrono::steady_clock::now() >= deadline) return added;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 inline bool nonblocking_and_cloexec(int fd) {

@@ -4,6 +4,7 @@
 /// (scheduler, timers, registry). Nothing here is public API.
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 
 #include "courier/config.hpp"
@@ -67,22 +68,32 @@ bool advance_idle(system_core* core, std::int64_t limit);
 /// True on a worker thread of any system: blocking there could deadlock the scheduler.
 bool on_worker_thread() noexcept;
 
-/// A source of readiness (the network layer's reactor) that a threaded system's workers poll
-/// when they would otherwise park, so the thread that the socket wakes runs what it woke (Go's
-/// netpoller): readiness turned into messages lands in that worker's own queue, not another's.
+/// A source of readiness (the network layer's reactor) that the system polls, so no thread of its
+/// own is needed to watch the sockets.
+/// - Threaded: the workers poll it when they would otherwise park, so the thread that the socket
+///   wakes runs what it woke (Go's netpoller): readiness turned into messages lands in that
+///   worker's own queue, not another's.
+/// - Embedded (with wake_fd): `fd` joins the descriptor behind wake_fd, so the host's loop wakes
+///   for socket readiness too, and the driving thread polls it without waiting in its run calls
+///   and blocking waits (libuv's backend fd: one descriptor to watch for everything).
 struct io_poller {
   void* context = nullptr;
   /// Waits up to `timeout_ms` (-1: until something happens, 0: only look) and dispatches what is
-  /// ready. Called by one parked worker at a time, and with 0 by busy workers now and then.
-  void (*poll)(void* context, int timeout_ms) noexcept = nullptr;
+  /// ready; returns how many handlers it called. Called by one parked worker at a time, with 0 by
+  /// busy workers now and then, and (embedded) with 0 by the driving thread.
+  std::size_t (*poll)(void* context, int timeout_ms) noexcept = nullptr;
   /// Makes a poll() in progress return; any thread.
   void (*wake)(void* context) noexcept = nullptr;
+  /// Readable while poll(0) has something to dispatch (an epoll descriptor); -1 if there is none,
+  /// and then an embedded system cannot take the poller.
+  int fd = -1;
 };
 
 /// The system behind a `courier::system`, for layers built on the runtime (the network layer).
 system_core* core_of(courier::system& sys) noexcept;
-/// Installs `poller` (which must outlive its detachment); false when the system is not threaded
-/// or already has one.
+/// Installs `poller` (which must outlive its detachment); false when the system already has one,
+/// is deterministic, or is embedded without a wake_fd (config::on_wake) or the poller without an
+/// fd: then the caller needs a thread of its own to poll.
 bool attach_io_poller(system_core* core, const io_poller* poller) noexcept;
 /// Removes the poller and returns once no worker is inside it any more.
 void detach_io_poller(system_core* core) noexcept;
@@ -90,10 +101,17 @@ void detach_io_poller(system_core* core) noexcept;
 /// Manual (deterministic or embedded) systems are driven by the host; `ask` drives them itself.
 bool is_manual(const system_core* core) noexcept;
 /// For a blocking wait on a manual system (`ask`, `await_all_stopped`): on the thread that drives
-/// it (deterministic: always), fires due timers and runs at most one message; true if it did
-/// anything. On any other thread of an embedded system it runs nothing and returns false, so
-/// host code only ever runs on the host's thread.
+/// it (deterministic: always), fires due timers and runs at most one message, and (embedded, with
+/// an io_poller) dispatches socket readiness when nothing else was ready (and every 64th call);
+/// true if it did anything. On any other thread of an embedded system it runs nothing and
+/// returns false, so host code only ever runs on the host's thread.
 bool drive_once(system_core* core);
+
+/// For a blocking wait (`ask`, `inbox::receive`, `await_all_stopped`) on the driving thread of an
+/// embedded system with a wake_fd, after drive_once found nothing to do: sleeps until wake_fd is
+/// readable (work, socket readiness) or `timeout` or the earliest timer has passed, and returns
+/// true. False at once anywhere else: the caller waits its own way.
+bool wait_for_work(system_core* core, std::chrono::nanoseconds timeout) noexcept;
 
 /// The actor whose handler runs on this thread right now, if any: requests made from a handler
 /// deliver their replies to that actor's mailbox.

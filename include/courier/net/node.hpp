@@ -9,13 +9,26 @@
 ///     auto sum = calc.ask(add{2, 3}, 1s);                            // the local API, over the wire
 ///
 /// A node owns one reactor (epoll, edge-triggered) that turns socket readiness into an `io_ready`
-/// message for the connection actor (remote.hpp) and accepts connections. The system's workers poll
-/// it when they would park, so the worker that a socket wakes runs that connection's turn itself:
-/// reading, decoding, the served actor's handler and writing, with no hand-off between threads.
+/// message for the connection actor (remote.hpp) and accepts connections.
+///
+/// Who polls the sockets depends on the system's mode (`polled_by_system()` says which):
+/// - **threaded**: the system's workers poll the reactor when they would park, so the worker that
+///   a socket wakes runs that connection's turn itself: reading, decoding, the served actor's
+///   handler and writing, with no hand-off between threads.
+/// - **embedded** (`config::embedded()`, with `wake_fd`): the host's loop, through the loop
+///   contract. The reactor's epoll descriptor joins `wake_fd`, so the one descriptor the host
+///   watches turns readable for socket readiness too, and every run call (`poll`, `run_one`,
+///   `run_until_idle`) and the driving thread's waits in `ask` and `inbox::receive` dispatch it
+///   first. The node starts no thread; connections run on the host's thread.
+/// - **embedded with `config::on_wake`** (no `wake_fd` to join) and **deterministic**: a reactor
+///   thread of the node's own waits on epoll and sends `io_ready`, which wakes the host (or the
+///   test) like any message from another thread.
 ///
 /// Lifetime: declare the node after the system, so it is destroyed first. Destroying it (or
 /// stop()) stops accepting, closes every connection (calls in flight fail with
-/// errc::connection_lost) and joins its thread.
+/// errc::connection_lost) and joins its thread if it has one. On the driving thread of an
+/// embedded or deterministic system, stop() runs the system while the connections close (as
+/// `ask` does), since nobody else would.
 ///
 /// Thread-safety: serve, connect, stop and the counters may be called from any thread.
 
@@ -46,10 +59,10 @@ namespace courier::net {
 namespace detail {
 
 /// What the node and its connection actors share: the reactor, the connections alive (to close
-/// them at stop), and who polls the reactor. In a threaded system the system's own workers poll
-/// it when they would park (courier::detail::io_poller: the thread the socket wakes runs the
-/// connection); otherwise a thread of the node's own waits on it. Kept alive by every connection
-/// actor, so the reactor outlives the last registration.
+/// them at stop), and who polls the reactor. The system polls it through courier::detail::io_poller
+/// where it can (a threaded system's workers when they would park; an embedded system's host
+/// loop, the reactor's fd joined to wake_fd); otherwise a thread of the node's own waits on it.
+/// Kept alive by every connection actor, so the reactor outlives the last registration.
 class node_core {
  public:
   explicit node_core(courier::system& sys);
@@ -75,18 +88,22 @@ class node_core {
   bool wait_no_connections(std::chrono::milliseconds timeout);
   /// Waits until stop() (from another thread or a signal watcher).
   void wait_stopped();
-  /// True when the system's workers poll the reactor (no thread of the node's own).
-  bool polled_by_workers() const noexcept { return by_workers_; }
+  /// True when the system polls the reactor (its workers, or an embedded host's run calls): the
+  /// node has no thread of its own.
+  bool polled_by_system() const noexcept { return by_system_; }
 
  private:
-  static void poll_from_worker(void* self, int timeout_ms) noexcept;
+  /// Waits up to `grace` for the connections to close; drives a manual system meanwhile when
+  /// called on its driving thread (outside any actor), where nobody else would run them.
+  void wait_closed(std::chrono::milliseconds grace);
+  static std::size_t poll_from_system(void* self, int timeout_ms) noexcept;
   static void wake_from_any(void* self) noexcept;
 
   courier::system& sys_;
   courier::detail::system_core* core_;
   net::reactor reactor_;
   courier::detail::io_poller poller_{};
-  bool by_workers_ = false;
+  bool by_system_ = false;
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<courier::detail::actor_base*> connections_;
@@ -94,7 +111,7 @@ class node_core {
   bool ever_connected_ = false;
   bool stopped_ = false;
   std::atomic<bool> stopping_{false};
-  std::thread thread_;  // only when the workers cannot poll (an embedded or deterministic system)
+  std::thread thread_;  // only when the system cannot poll (deterministic, or embedded with on_wake)
 };
 
 /// Accepts on a listener when it is ready and starts one server_connection per socket.
@@ -194,9 +211,13 @@ class node {
   bool wait_no_connections(std::chrono::milliseconds timeout) { return core_->wait_no_connections(timeout); }
   /// Blocks until stop() is called from another thread.
   void wait_stopped() { core_->wait_stopped(); }
+  /// True when the system polls the node's sockets itself (threaded, and embedded with a
+  /// wake_fd); false when the node runs a reactor thread of its own (see "Who polls the sockets").
+  bool polled_by_system() const noexcept { return core_->polled_by_system(); }
 
   /// Stops accepting, closes every connection (in order where the peer still listens), joins
-  /// the reactor thread. Idempotent.
+  /// the reactor thread if there is one. Idempotent. On the driving thread of a manual system it
+  /// runs the system until the connections have closed (or `grace` passed).
   void stop(std::chrono::milliseconds grace = std::chrono::seconds(2)) { core_->stop(grace); }
 
  private:
