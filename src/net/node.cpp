@@ -1,4 +1,5 @@
-// The node's reactor thread, its registry of live connections, and the accept loop.
+// The node's reactor (polled by the system, or by a thread of its own), its registry of live
+// connections, and the accept loop.
 #include "courier/net/node.hpp"
 
 #include <algorithm>

@@ -41,7 +41,7 @@ void connection_base::attach(std::unique_ptr<io_link> link, courier::detail::act
   node_->enter(actor);
   conn_.start();
   // Edge-triggered: one wake-up per change of readiness; the actor reads until EAGAIN, so a
-  // socket that stays readable does not keep the reactor thread spinning while it waits.
+  // socket that stays readable does not keep its poller spinning while it waits.
   if (auto ok = node_->io().add(conn_.fd(), EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, link_.get()); !ok)
     conn_.fail(courier::error(errc::connection_lost, "cannot watch the socket: " + ok.err().text));
 }

@@ -17,9 +17,10 @@
 ///   send), and encodes the reply as RETURN, a failure as ERROR with its `errc` number. The
 ///   handler may defer its reply; the connection answers when the promise is answered.
 ///
-/// Both are ordinary actors: the reactor thread (node.hpp) only turns socket readiness into one
-/// `io_ready` message at a time; reading, decoding, dispatching and writing happen in the
-/// connection's turn, and what a turn queued is written in one write at its end (on_turn_end).
+/// Both are ordinary actors: whoever polls the reactor (a worker about to park, an embedded host's
+/// run call, or a node's own thread: node.hpp) only turns socket readiness into one `io_ready`
+/// message at a time; reading, decoding, dispatching and writing happen in the connection's turn,
+/// and what a turn queued is written in one write at its end (on_turn_end).
 ///
 /// Thread-safety: the actors' state is touched only in their own turns. Refs to them are ordinary
 /// actor refs.
@@ -47,7 +48,7 @@
 
 namespace courier::net {
 
-/// Readiness of the connection's socket, from the reactor thread (at most one queued at a time).
+/// Readiness of the connection's socket, from whoever polls the reactor (at most one queued at a time).
 struct io_ready {};
 /// The session's clock: handshake and close time-outs, keepalive pings, dead-peer detection.
 struct session_tick {};
