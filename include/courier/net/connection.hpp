@@ -231,20 +231,22 @@ bool connection::receive(Handler& handler, std::size_t max_bytes) {
   return !finished_;
 }
 
-// Hands the session every whole frame read so far, each a view into cur_. A header that fails its
-// checks goes to the session with everything after it, so the fault is reported as soon as its 32
-// bytes have arrived (docs/protocol.md).
+// Hands the session every whole frame read so far, each a view into cur_. Frames are stepped over
+// by their length field alone: the session's decoder checks each header it is given, and stops at
+// the first bad one. Only the frame left incomplete is checked here, so that a bad header goes to
+// the session (with everything after it) as soon as its 32 bytes have arrived (docs/protocol.md),
+// rather than waiting for a body that its length may promise and never come.
 template <class Handler>
 void connection::deliver(Handler& handler) {
   std::size_t p = begin_;
   while (end_ - p >= wire::header_size) {
-    auto h = wire::parse_header(std::span<const std::byte, wire::header_size>(cur_->data() + p, wire::header_size), cfg_.limits);
-    if (!h) {
-      p = end_;
+    const std::size_t size =
+        wire::header_size + wire::detail::load_le<std::uint32_t>(cur_->data() + p + wire::offset::body_length);
+    if (end_ - p < size) {
+      if (!wire::parse_header(std::span<const std::byte, wire::header_size>(cur_->data() + p, wire::header_size), cfg_.limits))
+        p = end_;
       break;
     }
-    const std::size_t size = wire::header_size + h->body_length;
-    if (end_ - p < size) break;
     p += size;
   }
   if (p == begin_) return;
