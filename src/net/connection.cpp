@@ -136,6 +136,15 @@ wire::shared_block* connection::free_block(std::size_t need) {
 // where it starts, and there must be space after end_. A block still viewed by messages is never
 // written; the partial frame then moves to a free block.
 bool connection::make_room() {
+  if (begin_ == end_ && cur_->capacity() > cfg_.read_chunk) {
+    // A large frame's block, handed over: back to a standard one, so small frames (and views kept
+    // of them) never hold the large block, which goes once the large frame's fields let it go.
+    if (wire::shared_block* next = free_block(1)) {
+      wire::shared_block* old = std::exchange(cur_, next);
+      std::erase_if(blocks_, [old](const wire::block_ref& b) { return b.get() == old; });
+      begin_ = end_ = 0;
+    }
+  }
   if (begin_ == end_ && cur_->use_count() == 1) begin_ = end_ = 0;  // all handed over, nobody holds it
   const std::size_t need = pending_frame_size();
   if (end_ < cur_->capacity() && cur_->capacity() - begin_ >= need) return true;

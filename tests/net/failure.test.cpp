@@ -396,6 +396,24 @@ TEST_CASE("garbage as the first bytes: the server's handshake, bad_magic, close"
   });
 }
 
+TEST_CASE("a few bytes of garbage, fewer than a header: bad_magic at once, not at the handshake time-out",
+          "[net][failure][handshake]") {
+  courier_test::watchdog wd("short garbage first", 40s);
+  each_transport("garbage6", [](const endpoint& at) {
+    server srv(at, courier::net::connection_config{});  // a 10 s handshake time-out: the answer must not wait for it
+    raw_peer raw(srv.where);
+    REQUIRE(raw.write("PING\r\n"));
+    std::vector<frame> seen;
+    const auto start = std::chrono::steady_clock::now();
+    REQUIRE(raw.wait_eof(3s, &seen));
+    CHECK(std::chrono::steady_clock::now() - start < 3s);
+    REQUIRE(seen.size() == 2);
+    CHECK(seen[0].kind == wire::kind::handshake);
+    CHECK(seen[1].kind == wire::kind::error);
+    CHECK(seen[1].code == static_cast<std::uint32_t>(wire::errc::bad_magic));
+  });
+}
+
 TEST_CASE("a spoiled call is answered with its own ERROR and the connection goes on", "[net][failure]") {
   courier_test::watchdog wd("spoiled call", 40s);
   each_transport("spoiled", [](const endpoint& at) {

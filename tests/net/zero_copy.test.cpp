@@ -68,13 +68,20 @@ struct echo_ref {  // the reply is a string_ref: the client's ask returns a view
   auto fields() const { return std::tie(text); }
 };
 
-using api = courier::interface<bool(note), void(keep), kept_report(report), string_ref(echo_ref)>;
+struct where_is {  // the reply is the capacity of the receive block the text lies in (0: none)
+  static constexpr courier::token token{"WHER"};
+  string_ref text;
+  auto fields() { return std::tie(text); }
+  auto fields() const { return std::tie(text); }
+};
+
+using api = courier::interface<bool(note), void(keep), kept_report(report), string_ref(echo_ref), std::uint64_t(where_is)>;
 
 struct check_kept {};
 
 bool viewed(const auto& field) { return field.owner() && field.owner()->holds(field.data()); }
 
-class service : public courier::actor<service, note, keep, report, echo_ref, check_kept> {
+class service : public courier::actor<service, note, keep, report, echo_ref, where_is, check_kept> {
  public:
   void on_start() { ticks_ = send_periodic(std::chrono::milliseconds(10), check_kept{}); }
   void on_stop() { ticks_.cancel(); }
@@ -108,6 +115,7 @@ class service : public courier::actor<service, note, keep, report, echo_ref, che
   }
 
   string_ref on(const echo_ref& m) { return m.text; }  // shares the server's block into the reply
+  std::uint64_t on(const where_is& m) { return viewed(m.text) ? m.text.owner()->capacity() : 0; }
 
  private:
   std::vector<keep> kept_;
@@ -229,5 +237,11 @@ TEST_CASE("a frame larger than a receive block gets a block of its own", "[net][
     auto r = p.remote.ask(echo_ref{string_ref(big)}, 10s);
     REQUIRE(r);
     CHECK(r->view() == big);
+    // A small frame after it lands in a standard block again, not in the large frame's block
+    // (whose memory a kept view of a small frame would otherwise hold).
+    const std::string small(40, 's');
+    auto at = p.remote.ask(where_is{string_ref(small)}, 10s);
+    REQUIRE(at);
+    CHECK(*at == cfg.read_chunk);
   }
 }

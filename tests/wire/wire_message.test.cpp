@@ -188,6 +188,21 @@ TEST_CASE("message: string_ref decoded without an owner copies into a block of i
   buf.clear();  // the frame's bytes may go: the copy stays
   CHECK(n->text.view() == "copied");
   CHECK(!w::string_ref("plain").owner());  // built from a view, it owns nothing
+  CHECK(w::string_ref("a") == w::string_ref("a"));
+  CHECK(w::string_ref("a") < w::string_ref("b"));
+}
+
+TEST_CASE("message: a string_ref is shared only from the block its bytes lie in") {
+  w::out_buffer buf;
+  REQUIRE(w::encode(buf, shared_note{w::string_ref("elsewhere"), {}}).has_value());
+  auto f = w::decode_frame(buf.view());  // the frame is not in `other`
+  REQUIRE(f.has_value());
+  w::block_ref other = w::block_ref::adopt(w::shared_block::make(64));
+  shared_note n;
+  REQUIRE(w::decode(*f, n, other.get()).has_value());
+  CHECK(n.text.view() == "elsewhere");
+  CHECK(n.text.owner().get() != other.get());  // a copy of its own, not a view the wrong block keeps
+  CHECK(other->use_count() == 1);
 }
 
 TEST_CASE("message: decoding into an existing message reuses it") {

@@ -239,18 +239,28 @@ bool connection::receive(Handler& handler, std::size_t max_bytes) {
 template <class Handler>
 void connection::deliver(Handler& handler) {
   std::size_t p = begin_;
-  while (end_ - p >= wire::header_size) {
-    const std::size_t size =
-        wire::header_size + wire::detail::load_le<std::uint32_t>(cur_->data() + p + wire::offset::body_length);
-    if (end_ - p < size) {
+  for (;;) {
+    const std::size_t have = end_ - p;
+    if (have < wire::header_size) {
+      // Not a header yet: a peer that speaks another protocol is still told at once (bad_magic).
+      const std::size_t n = have < sizeof wire::magic ? have : sizeof wire::magic;
+      if (n != 0 && std::memcmp(cur_->data() + p, wire::magic, n) != 0) p = end_;
+      break;
+    }
+    // 64-bit arithmetic: a length near 2^32 must not wrap where size_t is 32 bits.
+    const std::uint64_t size =
+        std::uint64_t{wire::header_size} + wire::detail::load_le<std::uint32_t>(cur_->data() + p + wire::offset::body_length);
+    if (have < size) {
       if (!wire::parse_header(std::span<const std::byte, wire::header_size>(cur_->data() + p, wire::header_size), cfg_.limits))
         p = end_;
       break;
     }
-    p += size;
+    p += static_cast<std::size_t>(size);
   }
   if (p == begin_) return;
   const std::size_t from = begin_;
+  // Handed over before the handler runs: a handler that throws ends the connection actor's turn
+  // (and the actor), so the frames after it in this chunk are not read again.
   begin_ = p;
   session_.feed({cur_->data() + from, p - from}, out_, handler);
   after_session_step();

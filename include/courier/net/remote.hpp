@@ -52,6 +52,8 @@ namespace courier::net {
 struct io_ready {};
 /// The session's clock: handshake and close time-outs, keepalive pings, dead-peer detection.
 struct session_tick {};
+/// A connection whose receive blocks were all held looks again (one pending at a time).
+struct read_retry {};
 
 namespace detail {
 
@@ -119,13 +121,16 @@ class connection_base {
   connection conn_;
   std::unique_ptr<io_link> link_;
   courier::detail::actor_base* self_base_ = nullptr;
+  bool retry_pending_ = false;  // a read_retry is on its way
 };
 
 /// Every receive block is still viewed by messages in other actors' mailboxes: nothing tells the
 /// connection when one is let go, so it looks again shortly (an io_ready after a millisecond).
 template <class Conn>
-void retry_read_later(const actor_ref<Conn>& self) {
-  self.delayed_send(io_ready{}, std::chrono::milliseconds(1));
+void retry_read_later(const actor_ref<Conn>& self, bool& pending) {
+  if (pending) return;
+  pending = true;
+  self.delayed_send(read_retry{}, std::chrono::milliseconds(1));
 }
 
 /// How often a connection runs its session's clock: a quarter of the shortest time-out, at
@@ -149,7 +154,7 @@ class interface_messages<courier::interface<Rs(Ms)...>> {
 /// The client side of a connection: an actor that implements `I` by forwarding to the peer.
 template <class I>
 class client_connection
-    : public detail::interface_messages<I>::template actor_base<client_connection<I>, io_ready, session_tick>,
+    : public detail::interface_messages<I>::template actor_base<client_connection<I>, io_ready, session_tick, read_retry>,
       private detail::connection_base {
   using table = wire_interface<I>;
 
@@ -174,6 +179,10 @@ class client_connection
     requires(I::template accepts<M>)
   response_promise<typename I::template reply_type<M>> on(const M& msg) {
     using R = typename I::template reply_type<M>;
+    static_assert(!wire::views_frame<R>,
+                  "courier: a reply decoded from the wire crosses a mailbox hop to its continuation, so it cannot "
+                  "hold plain std::string_view or std::span views into the frame: use courier::wire::string_ref / "
+                  "bytes_ref (a view that keeps the receive buffer alive) or std::string / std::vector<std::byte>");
     auto promise = this->template make_response_promise<R>();
     const bool gone = conn_.finished() || (conn_.open() && !conn_.open_for_calls());
     // Above the outbound mark a bounded mailbox refuses at the call (see on_turn_end), so what it
@@ -228,8 +237,14 @@ class client_connection
     drain();
   }
 
+  void on(const read_retry&) {
+    retry_pending_ = false;
+    drain();
+  }
+
   void on(const session_tick&) {
-    conn_.tick();
+    // While every receive block is held we do not read, so silence says nothing about the peer.
+    if (!conn_.read_stalled()) conn_.tick();
     if (conn_.finished()) lose();
   }
 
@@ -349,7 +364,7 @@ class client_connection
   void drain() {
     const bool was_open = conn_.open();
     if (conn_.receive(*this)) detail::post_io_ready(this->self());  // budget spent: yield, read on later
-    else if (conn_.read_stalled()) detail::retry_read_later(this->self());
+    else if (conn_.read_stalled()) detail::retry_read_later(this->self(), retry_pending_);
     if (conn_.finished()) {
       lose();  // fails the waiters with why (a refused or spoiled handshake too)
     } else if (!was_open && conn_.open()) {
@@ -447,7 +462,7 @@ class client_connection
 /// The server side of one accepted connection: decodes calls and sends for `I` and hands them to
 /// the served actor.
 template <class I>
-class server_connection : public courier::actor<server_connection<I>, io_ready, session_tick>,
+class server_connection : public courier::actor<server_connection<I>, io_ready, session_tick, read_retry>,
                           private detail::connection_base {
   using table = wire_interface<I>;
 
@@ -466,10 +481,16 @@ class server_connection : public courier::actor<server_connection<I>, io_ready, 
     drain();
   }
 
+  void on(const read_retry&) {
+    retry_pending_ = false;
+    drain();
+  }
+
   void on(const session_tick&) {
-    // While paused for back-pressure we do not read, so the peer's bytes (its pongs too) wait in
-    // the socket: silence then says nothing about the peer, and the keepalive waits with us.
-    if (!paused_) conn_.tick();
+    // While paused for back-pressure (or while every receive block is held) we do not read, so
+    // the peer's bytes (its pongs too) wait in the socket: silence then says nothing about the
+    // peer, and the keepalive waits with us.
+    if (!paused_ && !conn_.read_stalled()) conn_.tick();
     if (conn_.finished()) this->stop();
   }
 
@@ -604,7 +625,7 @@ class server_connection : public courier::actor<server_connection<I>, io_ready, 
     }
     // Read no more frames than there is room for: every frame is at least a header long.
     if (conn_.receive(*this, (limit - in_flight_) * wire::header_size)) detail::post_io_ready(this->self());
-    else if (conn_.read_stalled()) detail::retry_read_later(this->self());
+    else if (conn_.read_stalled()) detail::retry_read_later(this->self(), retry_pending_);
   }
 
   // Calls and sends that may wait for the served actor: max_in_flight, and at most half a bounded

@@ -126,7 +126,8 @@ bool read_value(reader& r, T& v, error& err, shared_block* owner = nullptr) {
     using view_type = decltype(std::declval<const T&>().view());
     auto x = r.read<view_type>();
     if (!check(x)) return false;
-    v = owner != nullptr ? T::in(*x, owner) : T::copy_of(*x);
+    // Shares the owner only when the bytes lie in it (and there are some): otherwise a copy.
+    v = owner != nullptr && !x->empty() && owner->holds(x->data()) ? T::in(*x, owner) : T::copy_of(*x);
   } else if constexpr (std::is_same_v<T, std::vector<std::byte>>) {
     auto x = r.read<std::span<const std::byte>>();
     if (!check(x)) return false;

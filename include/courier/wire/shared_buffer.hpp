@@ -14,6 +14,10 @@
 /// Decoded from a frame that no block owns (a test, a file), a `string_ref` copies its bytes into a
 /// block of its own: it is never a dangling view.
 ///
+/// A kept field keeps its whole block (64 KiB by default) and, while kept, the connection cannot
+/// read into it: a handler that keeps data for long (a cache, a table) should keep a copy
+/// (`str()`), not the field.
+///
 /// Thread-safety: the reference count is atomic; a block's bytes are written only by the one
 /// connection that owns it, and only while nothing else refers to them (use_count() == 1).
 
@@ -57,8 +61,9 @@ class shared_block {
   std::size_t capacity() const noexcept { return capacity_; }
   /// Whether `p` points into this block's bytes.
   bool holds(const void* p) const noexcept {
-    auto* b = static_cast<const std::byte*>(p);
-    return b >= data() && b < data() + capacity_;
+    const auto at = reinterpret_cast<std::uintptr_t>(p);
+    const auto first = reinterpret_cast<std::uintptr_t>(data());
+    return at >= first && at - first < capacity_;
   }
 
  private:
@@ -150,8 +155,12 @@ class string_ref : public detail::viewing_ref<std::string_view> {
   string_ref(viewing_ref&& r) noexcept : viewing_ref(std::move(r)) {}  // NOLINT
   explicit string_ref(const char* s) noexcept : viewing_ref(std::string_view(s)) {}
   explicit string_ref(const std::string& s) noexcept : viewing_ref(std::string_view(s)) {}
+  string_ref(std::string&&) = delete;  // would view a temporary: use copy_of
+  string_ref(std::nullptr_t) = delete;
   std::string str() const { return std::string(view()); }
   friend bool operator==(const string_ref& a, std::string_view b) noexcept { return a.view() == b; }
+  friend bool operator==(const string_ref& a, const string_ref& b) noexcept { return a.view() == b.view(); }
+  friend auto operator<=>(const string_ref& a, const string_ref& b) noexcept { return a.view() <=> b.view(); }
 };
 
 /// A binary field that, decoded, views the receive buffer and keeps it alive (see the file comment).
