@@ -6,10 +6,6 @@
 namespace courier::wire {
 namespace {
 
-bool magic_prefix_ok(const std::byte* p, std::size_t n) noexcept {
-  return std::memcmp(p, magic, std::min<std::size_t>(n, 4)) == 0;
-}
-
 constexpr auto end_tag = static_cast<std::byte>(item_type::list_end);
 
 }  // namespace

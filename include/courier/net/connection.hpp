@@ -243,8 +243,7 @@ void connection::deliver(Handler& handler) {
     const std::size_t have = end_ - p;
     if (have < wire::header_size) {
       // Not a header yet: a peer that speaks another protocol is still told at once (bad_magic).
-      const std::size_t n = have < sizeof wire::magic ? have : sizeof wire::magic;
-      if (n != 0 && std::memcmp(cur_->data() + p, wire::magic, n) != 0) p = end_;
+      if (!wire::magic_prefix_ok(cur_->data() + p, have)) p = end_;
       break;
     }
     // 64-bit arithmetic: a length near 2^32 must not wrap where size_t is 32 bits.

@@ -9,6 +9,7 @@
 
 #include <cassert>
 #include <cstddef>
+#include <cstring>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -149,6 +150,12 @@ class frame_view {
   frame_header header_{};
   const std::byte* data_ = nullptr;
 };
+
+/// Whether the `n` bytes at `p` (any n; at most the first four are looked at) may begin a frame: they
+/// match the magic as far as they go. Lets a receiver report bad_magic before 32 bytes have arrived.
+[[nodiscard]] inline bool magic_prefix_ok(const std::byte* p, std::size_t n) noexcept {
+  return std::memcmp(p, magic, n < sizeof magic ? n : sizeof magic) == 0;
+}
 
 /// Checks and decodes the fixed header at the start of `bytes` (which must hold header_size bytes).
 /// Fails only for the errors after which the byte stream cannot be trusted (bad_magic,
