@@ -264,3 +264,53 @@ TEST_CASE("handshake: encode_handshake writes the seven items of the handshake_l
   CHECK(hs->max_depth == w::limits{}.max_depth);
   CHECK(hs->peer_name == "client-42");
 }
+
+namespace {
+
+struct ignore_frames {
+  void on_frame(const w::frame_view&) {}
+};
+
+// Feeds `s` (started at `at`) the peer's handshake, arriving at `at`; `peer` says what it announces.
+void open_at(w::session& s, w::out_buffer& out, w::session::clock::time_point at, const w::handshake_info& peer = {}) {
+  s.start(out, at);
+  w::out_buffer theirs;
+  REQUIRE(w::encode_handshake(theirs, peer));
+  s.feed(theirs.view(), out, ignore_frames{}, at);
+  REQUIRE(s.state() == w::session_state::open);
+  out.clear();
+}
+
+// The transaction ids of the pings in `out`, which holds only whole frames.
+std::vector<std::uint64_t> pings_in(const w::out_buffer& out) {
+  std::vector<std::uint64_t> ids;
+  auto rest = out.view();
+  while (!rest.empty()) {
+    auto f = w::decode_frame(rest);
+    REQUIRE(f);
+    if (f->kind() == w::kind::ping) ids.push_back(f->transaction_id());
+    rest = rest.subspan(f->bytes().size());
+  }
+  return ids;
+}
+
+}  // namespace
+
+TEST_CASE("session: bytes of a frame still arriving keep the peer alive (note_received)") {
+  w::session s(w::role::initiator);  // ping interval 10 s, dead after 30 s
+  w::out_buffer out;
+  const auto t0 = w::session::clock::time_point{} + 1h;
+  open_at(s, out, t0);
+  // A large frame trickles in: a few of its bytes every 5 s, never a whole frame, for two minutes.
+  for (auto t = t0 + 5s; t <= t0 + 120s; t += 5s) {
+    s.note_received(t);
+    CHECK(s.next_deadline() == t + 10s);
+    s.tick(t, out);
+    s.tick(t + 4999ms, out);
+  }
+  CHECK(pings_in(out).empty());
+  CHECK(s.state() == w::session_state::open);
+  // Then the trickle stops: the silence counts from the last byte.
+  s.tick(t0 + 130s, out);
+  CHECK(pings_in(out) == std::vector<std::uint64_t>{1});
+}

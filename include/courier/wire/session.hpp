@@ -38,6 +38,7 @@
 /// Thread-safety: one session is used by one thread at a time (the one that owns the connection);
 /// distinct sessions are independent.
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -151,6 +152,11 @@ class session {
     last_rx_ = now;
     return feed_at(bytes, out, handler);
   }
+
+  /// Bytes arrived at `now` that are not yet a whole frame (the owner holds them until the frame is
+  /// complete and feeds it then): they count as liveness exactly like feed(..., now), so a peer that is
+  /// sending a large frame slowly is neither pinged nor declared dead meanwhile.
+  void note_received(clock::time_point now) noexcept { last_rx_ = std::max(last_rx_, now); }
 
   /// The time has come (call it at next_deadline() at the latest, any time earlier is harmless):
   /// sends a ping after ping_interval of silence, fails the session on a handshake, dead-peer or
