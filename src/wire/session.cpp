@@ -317,13 +317,21 @@ session_state session::tick(clock::time_point now, out_buffer& out) {
       fail(nullptr, connection_lost, "the peer was silent for " + ms(std::chrono::duration_cast<std::chrono::milliseconds>(dead)));
       return state_;
     }
-    if (!we_closed_ && now - last_rx_ >= cfg_.ping_interval && now - last_ping_ >= cfg_.ping_interval) {
+    if (!we_closed_ && now >= next_ping_due()) {
       frame_writer w(out, frame_header{agreed_.version, kind::ping, 0, 0, {}, next_ping_id_++, 0});
       if (w.finish()) ++counters_.frames_out;
       last_ping_ = now;
     }
   }
   return state_;
+}
+
+session::clock::time_point session::next_ping_due() const noexcept {
+  // Pings are due at whole intervals after the last byte received, not an interval after the last ping:
+  // a timer that fires a little late then does not push every later ping (and the dead-peer time) back.
+  if (last_ping_ < last_rx_) return last_rx_ + cfg_.ping_interval;
+  const auto intervals_pinged = (last_ping_ - last_rx_) / cfg_.ping_interval;
+  return last_rx_ + cfg_.ping_interval * (intervals_pinged + 1);
 }
 
 session::clock::time_point session::next_deadline() const noexcept {
@@ -339,7 +347,7 @@ session::clock::time_point session::next_deadline() const noexcept {
   }
   if (cfg_.ping_interval.count() > 0) {
     d = std::min(d, last_rx_ + cfg_.ping_interval * cfg_.dead_after_intervals);
-    if (!we_closed_) d = std::min(d, std::max(last_rx_, last_ping_) + cfg_.ping_interval);
+    if (!we_closed_) d = std::min(d, next_ping_due());
   }
   return d;
 }

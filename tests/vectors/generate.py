@@ -276,6 +276,11 @@ TRANSCRIPTS = {
         ("!", "tick 10000"), ("<", ("ping", NULL, 1, 0, [])), (">", ("pong", NULL, 1, 0, [])),
         ("!", "tick 19999"), ("!", "tick 30000"), ("<", ("ping", NULL, 2, 0, [])), ("=", "open"),
         ("!", "tick 39999"), ("=", "open"), ("!", "tick 40000"), ("=", "failed"), ("?", "failure", 272)]),
+    "keepalive_late_timer": ("a timer that fires late does not move the later pings: they are due at whole "
+                             "intervals of silence", "initiator", OPEN_INI + [
+        ("!", "tick 10099"), ("<", ("ping", NULL, 1, 0, [])),
+        ("!", "tick 20000"), ("<", ("ping", NULL, 2, 0, [])),
+        ("!", "tick 29999"), ("=", "open"), ("!", "tick 30000"), ("=", "failed"), ("?", "failure", 272)]),
     "calls_and_replies": ("application frames reach the owner; the owner answers calls", "acceptor", OPEN_ACC + [
         (">>", [call(1), ("send", b"LOG_", 0, 0, [("string", "x")]), call(2)]),
         ("^", "call txn=1"), ("^", "send txn=0"), ("^", "call txn=2"), ("?", "calls_unanswered", 2),

@@ -274,10 +274,17 @@ class Session:
             if self.now - self.close_sent_at >= self.close_timeout:
                 self._fail(CONNECTION_LOST, "close timed out")
             return
-        if self.ping_interval and self.now - max(self.last_rx, self.last_ping) >= self.ping_interval:
+        if self.ping_interval and self.now >= self._next_ping_due():
             self.written.append(frame(PING, txn=self.next_ping_id))
             self.next_ping_id += 1
             self.last_ping = self.now
+
+    def _next_ping_due(self):
+        """Section 12: pings are due at whole intervals after the last byte received."""
+        if self.last_ping < self.last_rx:
+            return self.last_rx + self.ping_interval
+        pinged = (self.last_ping - self.last_rx) // self.ping_interval
+        return self.last_rx + self.ping_interval * (pinged + 1)
 
     # -- receiving ---------------------------------------------------------------------------------
     def receive(self, data):

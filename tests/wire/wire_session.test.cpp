@@ -314,3 +314,37 @@ TEST_CASE("session: bytes of a frame still arriving keep the peer alive (note_re
   s.tick(t0 + 130s, out);
   CHECK(pings_in(out) == std::vector<std::uint64_t>{1});
 }
+
+TEST_CASE("session: ticked exactly at next_deadline(), a silent peer gets pings at 10 s and 20 s, dead at 30 s") {
+  // The owner's timer is one-shot: armed at next_deadline(), it calls tick() then, and is armed again.
+  struct event {
+    std::chrono::milliseconds at;
+    std::vector<std::uint64_t> pings;
+    w::session_state state;
+    bool operator==(const event&) const = default;
+  };
+  auto run = [](std::chrono::milliseconds late) {
+    w::session s(w::role::acceptor);
+    w::out_buffer out;
+    const auto t0 = w::session::clock::time_point{} + 1h;
+    open_at(s, out, t0);
+    std::vector<event> seen;
+    for (int i = 0; i < 10 && s.state() == w::session_state::open; ++i) {
+      const auto t = s.next_deadline();
+      REQUIRE(t != w::session::clock::time_point::max());
+      out.clear();
+      s.tick(t + late, out);
+      seen.push_back({std::chrono::duration_cast<std::chrono::milliseconds>(t - t0), pings_in(out), s.state()});
+    }
+    return std::pair{seen, s.failure()};
+  };
+  const std::vector<event> expected{{10s, {1}, w::session_state::open},
+                                    {20s, {2}, w::session_state::open},
+                                    {30s, {}, w::session_state::failed}};
+  auto [on_time, failure] = run(0ms);
+  CHECK(on_time == expected);
+  CHECK(failure.code == 272);
+  // A timer that fires late (within the protocol's 100 ms) does not move the deadlines that follow.
+  auto [late, late_failure] = run(99ms);
+  CHECK(late == expected);
+}

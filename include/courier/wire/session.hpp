@@ -145,8 +145,9 @@ class session {
     return feed_at(bytes, out, handler);
   }
 
-  /// The same, with the time the bytes arrived (for the keepalive; the overload without it counts them
-  /// as arrived at the next tick(), which is accurate to the owner's tick interval).
+  /// The same, with the time the bytes arrived (for the keepalive). The overload without it counts them
+  /// as arrived at the next tick(), which is accurate only for an owner that ticks on a short fixed
+  /// period; an owner whose timer fires at next_deadline() passes the time.
   template <class Handler>
   session_state feed(std::span<const std::byte> bytes, out_buffer& out, Handler&& handler, clock::time_point now) {
     last_rx_ = now;
@@ -158,9 +159,9 @@ class session {
   /// sending a large frame slowly is neither pinged nor declared dead meanwhile.
   void note_received(clock::time_point now) noexcept { last_rx_ = std::max(last_rx_, now); }
 
-  /// The time has come (call it at next_deadline() at the latest, any time earlier is harmless):
-  /// sends a ping after ping_interval of silence, fails the session on a handshake, dead-peer or
-  /// close time-out. Returns state().
+  /// The time has come (call it at next_deadline(), up to 100 ms late; any time earlier is harmless):
+  /// sends a ping at each whole ping_interval of silence, fails the session on a handshake, dead-peer
+  /// or close time-out. Returns state().
   session_state tick(clock::time_point now, out_buffer& out);
 
   /// When tick() next has something to do; clock::time_point::max() if never, clock::time_point::min()
@@ -245,6 +246,7 @@ class session {
   void on_handshake(const frame_view& f, out_buffer& out);
   void on_peer_close(out_buffer& out);
   void maybe_finish_close() noexcept;
+  [[nodiscard]] clock::time_point next_ping_due() const noexcept;
   void answer_received() noexcept;
   void send_close(out_buffer& out, std::string_view reason);
   void write_error(out_buffer& out, const frame_header& about, std::uint64_t txn, std::uint32_t code,
