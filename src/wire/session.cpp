@@ -292,6 +292,12 @@ void session::fail(out_buffer* out, std::uint32_t code, std::string text) {
   state_ = session_state::failed;
 }
 
+void session::time_out(out_buffer* out, std::uint32_t code, std::string text, std::string_view to_peer) {
+  if (out != nullptr && !to_peer.empty()) write_error(*out, frame_header{}, 0, code, to_peer);
+  failure_ = {code, std::move(text), false, true};
+  state_ = session_state::failed;
+}
+
 session_state session::tick(clock::time_point now, out_buffer& out) {
   if (!accepting_input()) return state_;
   if (received_) {
@@ -300,21 +306,22 @@ session_state session::tick(clock::time_point now, out_buffer& out) {
   }
   if (state_ == session_state::handshaking) {
     if (cfg_.handshake_timeout.count() > 0 && now - started_at_ >= cfg_.handshake_timeout)
-      fail(&out, static_cast<std::uint32_t>(errc::bad_handshake),
-           "no handshake within " + ms(cfg_.handshake_timeout));
+      time_out(&out, static_cast<std::uint32_t>(errc::bad_handshake),
+               "no handshake from the peer within " + ms(cfg_.handshake_timeout), "no handshake in time");
     return state_;
   }
   if (we_closed_) {
     if (close_sent_at_ == clock::time_point{}) close_sent_at_ = now;
     if (cfg_.close_timeout.count() > 0 && now - close_sent_at_ >= cfg_.close_timeout) {
-      fail(nullptr, connection_lost, "the close did not complete within " + ms(cfg_.close_timeout));
+      time_out(nullptr, connection_lost, "the close did not complete within " + ms(cfg_.close_timeout));
       return state_;
     }
   }
   if (cfg_.ping_interval.count() > 0) {
     const auto dead = cfg_.ping_interval * cfg_.dead_after_intervals;
     if (now - last_rx_ >= dead) {
-      fail(nullptr, connection_lost, "the peer was silent for " + ms(std::chrono::duration_cast<std::chrono::milliseconds>(dead)));
+      time_out(nullptr, connection_lost,
+               "the peer was silent for " + ms(std::chrono::duration_cast<std::chrono::milliseconds>(dead)));
       return state_;
     }
     if (!we_closed_ && now >= next_ping_due()) {

@@ -263,7 +263,7 @@ TRANSCRIPTS = {
         ("?", "failure", 4)]),
     "handshake_timeout": ("a peer that connects and never speaks: bad_handshake after 10 s", "acceptor", [
         ("!", "start"), ("<", ENGINE_HS), ("!", "tick 9999"), ("=", "handshaking"), ("!", "tick 10000"),
-        ("<", err(22)), ("=", "failed")]),
+        ("<", err(22, text="no handshake in time")), ("=", "failed")]),
     "ping_pong": ("a ping is answered at once with a pong of the same id and body", "acceptor", OPEN_ACC + [
         (">", ("ping", NULL, 5, 0, [("uint64", 1234567), ("string", "t")])),
         ("<", ("pong", NULL, 5, 0, [("uint64", 1234567), ("string", "t")])), ("=", "open")]),

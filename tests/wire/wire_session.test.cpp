@@ -348,3 +348,50 @@ TEST_CASE("session: ticked exactly at next_deadline(), a silent peer gets pings 
   auto [late, late_failure] = run(99ms);
   CHECK(late == expected);
 }
+
+TEST_CASE("session: time-outs are reported as time-outs") {
+  const auto t0 = w::session::clock::time_point{} + 1h;
+  w::out_buffer out;
+  SECTION("handshake: bad_handshake locally with the time, 'no handshake in time' to the peer") {
+    w::session s(w::role::acceptor);
+    s.start(out, t0);
+    out.clear();
+    s.tick(t0 + 10s, out);
+    REQUIRE(s.state() == w::session_state::failed);
+    CHECK(s.failure().code == 22);
+    CHECK(s.failure().timed_out);
+    CHECK_FALSE(s.failure().by_peer);
+    CHECK(s.failure().text == "no handshake from the peer within 10000 ms");
+    auto f = w::decode_frame(out.view());
+    REQUIRE(f);
+    auto r = f->items();
+    CHECK(r.read<std::uint32_t>().value() == 22);
+    CHECK(r.read<std::string_view>().value() == "no handshake in time");
+  }
+  SECTION("dead peer") {
+    w::session s(w::role::acceptor);
+    open_at(s, out, t0);
+    s.tick(t0 + 30s, out);
+    REQUIRE(s.state() == w::session_state::failed);
+    CHECK(s.failure().code == 272);
+    CHECK(s.failure().timed_out);
+  }
+  SECTION("close") {
+    w::session_config cfg;
+    cfg.ping_interval = 0ms;
+    w::session s(w::role::acceptor, cfg);
+    open_at(s, out, t0);
+    s.close(out, {}, t0 + 1s);
+    s.tick(t0 + 11s, out);
+    REQUIRE(s.state() == w::session_state::failed);
+    CHECK(s.failure().code == 272);
+    CHECK(s.failure().timed_out);
+  }
+  SECTION("not a time-out: end of stream, a fatal frame, the peer's refusal") {
+    w::session s(w::role::acceptor);
+    open_at(s, out, t0);
+    s.on_eof();
+    CHECK(s.failure().code == 272);
+    CHECK_FALSE(s.failure().timed_out);
+  }
+}

@@ -94,6 +94,9 @@ struct session_failure {
   /// True if the peer ended the connection with an ERROR frame of transaction id 0 (a fatal protocol code,
   /// or a runtime/application code such as 260 from a server that is stopping); false if we detected it.
   bool by_peer = false;
+  /// True if a time-out ended the session: the handshake's (code 22 bad_handshake), the dead peer's or
+  /// the close's (code 272 connection_lost), so the owner can tell silence from a broken stream.
+  bool timed_out = false;
 };
 
 /// What went through a session.
@@ -252,6 +255,8 @@ class session {
   void write_error(out_buffer& out, const frame_header& about, std::uint64_t txn, std::uint32_t code,
                    std::string_view text);
   void fail(out_buffer* out, std::uint32_t code, std::string text);
+  /// A time-out: failure() says timed_out; `to_peer` is the ERROR frame's text (none if empty).
+  void time_out(out_buffer* out, std::uint32_t code, std::string text, std::string_view to_peer = {});
 
   role role_;
   session_config cfg_;
