@@ -21,6 +21,11 @@ bool fatal_code(std::uint32_t code) noexcept {
   return is_fatal(e) || e == errc::bad_handshake || e == errc::unexpected_frame;
 }
 
+limits first_frame_limits(limits lim) noexcept {
+  lim.max_frame_size = std::min(lim.max_frame_size, max_first_frame_size);
+  return lim;
+}
+
 std::string ms(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
 
 std::string describe(const frame_header& h) {
@@ -46,7 +51,7 @@ const char* to_string(session_state s) noexcept {
 }
 
 session::session(role r, const session_config& cfg, buffer_hooks hooks)
-    : role_(r), cfg_(cfg), decoder_(cfg.lim, hooks) {
+    : role_(r), cfg_(cfg), decoder_(first_frame_limits(cfg.lim), hooks) {
   cfg_.local.max_frame_size = cfg.lim.max_frame_size;
   cfg_.local.max_items = cfg.lim.max_items;
   cfg_.local.max_depth = cfg.lim.max_depth;
@@ -216,6 +221,7 @@ void session::on_handshake(const frame_view& f, out_buffer& out) {
   }
   agreed_ = *a;
   peer_name_.assign(info->peer_name);
+  decoder_.set_max_frame_size(cfg_.lim.max_frame_size);
   state_ = session_state::open;
 }
 

@@ -346,6 +346,15 @@ TRANSCRIPTS = {
     "frame_too_large": ("a header announcing more than the limit: fatal frame_too_large, the body is not read",
                         "acceptor", OPEN_ACC + [
         ("raw>", raw_header(16777216 - 31)), ("<", err(9)), ("=", "failed"), ("?", "failure", 9)]),
+    "first_frame_too_large": ("before the handshake nothing over 4096 bytes is accepted: a first frame whose "
+                              "header announces 4097 is fatal frame_too_large, from the header alone", "acceptor", [
+        ("!", "start"), ("<", ENGINE_HS), ("raw>", raw_header(4097 - 32, kind=1, txn=0, token=NULL)), ("<", err(9)),
+        ("=", "failed"), ("?", "failure", 9)]),
+    "first_frame_at_limit": ("a first frame of exactly 4096 bytes is accepted (a handshake with a long name)",
+                             "acceptor", [
+        ("!", "start"), ("<", ENGINE_HS),
+        (">", ("handshake", NULL, 0, 0, PEER_HS[4][:4] + [("string", "n" * (4096 - 65))] + PEER_HS[4][5:])),
+        ("=", "open")]),
     "peer_fatal_error": ("the peer reports a fatal error: we fail, and write nothing", "initiator", OPEN_INI + [
         (">", ("error", NULL, 0, 0, [("uint32", 9), ("string", "frame too large")])), ("=", "failed"),
         ("?", "failure", 9)]),

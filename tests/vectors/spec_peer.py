@@ -42,6 +42,7 @@ DEFAULT_MAX_FRAME = 16 * 1024 * 1024
 DEFAULT_MAX_ITEMS = 1 << 20
 DEFAULT_MAX_DEPTH = 32
 MIN_MAX_FRAME, MIN_MAX_ITEMS, MIN_MAX_DEPTH = 65536, 65536, 32
+MAX_FIRST_FRAME = 4096
 
 # item tags
 T_BOOL, T_I8, T_I16, T_I32, T_I64, T_U8, T_U16, T_U32, T_U64, T_F32, T_F64, T_STR, T_BIN, T_LIST, T_END = range(1, 16)
@@ -309,8 +310,10 @@ class Session:
             if hdr["hlen"] != HEADER:
                 self._fatal(5, "header length %d" % hdr["hlen"])
                 return
-            if HEADER + hdr["blen"] > self.max_frame:
-                self._fatal(9, "frame of %d bytes, limit %d" % (HEADER + hdr["blen"], self.max_frame))
+            # sections 8 and 10: until the peer's handshake is accepted, no frame over 4096 bytes
+            limit = min(self.max_frame, MAX_FIRST_FRAME) if self.state == "handshaking" else self.max_frame
+            if HEADER + hdr["blen"] > limit:
+                self._fatal(9, "frame of %d bytes, limit %d" % (HEADER + hdr["blen"], limit))
                 return
             total = HEADER + hdr["blen"]
             if len(b) < total:

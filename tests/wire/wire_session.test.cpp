@@ -395,3 +395,58 @@ TEST_CASE("session: time-outs are reported as time-outs") {
     CHECK_FALSE(s.failure().timed_out);
   }
 }
+
+TEST_CASE("session: before the handshake nothing larger than max_first_frame_size is accepted") {
+  const auto t0 = w::session::clock::time_point{} + 1h;
+  w::out_buffer out;
+  w::session s(w::role::acceptor);
+  CHECK(s.frame_limit() == w::max_first_frame_size);
+  s.start(out, t0);
+  out.clear();
+  // A handshake of exactly 4096 bytes (its name padded) is accepted.
+  const std::string long_name(w::max_first_frame_size - 65, 'n');  // the other items take 65 bytes
+  w::handshake_info peer;
+  peer.peer_name = long_name;
+  w::out_buffer theirs;
+  REQUIRE(w::encode_handshake(theirs, peer));
+  REQUIRE(theirs.size() == w::max_first_frame_size);
+  s.feed(theirs.view(), out, ignore_frames{}, t0);
+  CHECK(s.state() == w::session_state::open);
+  CHECK(s.frame_limit() == w::limits{}.max_frame_size);
+
+  SECTION("once open, larger frames are accepted") {
+    w::out_buffer big;
+    REQUIRE(w::frame_writer(big, w::frame_header{1, w::kind::send, 0, 0, courier::token("BIG_"), 0, 0})
+                .add(std::string_view(std::string(100000, 'x')))
+                .finish());
+    recorder rec;
+    s.feed(big.view(), out, rec, t0);
+    CHECK(rec.seen.size() == 1);
+    CHECK(s.state() == w::session_state::open);
+  }
+}
+
+TEST_CASE("session: a first frame announcing more than 4096 bytes is frame_too_large from its header alone") {
+  const auto t0 = w::session::clock::time_point{} + 1h;
+  for (auto k : {w::kind::handshake, w::kind::error}) {
+    CAPTURE(w::to_string(k));
+    w::out_buffer out;
+    w::session s(w::role::initiator);
+    s.start(out, t0);
+    out.clear();
+    w::out_buffer theirs;
+    REQUIRE(w::frame_writer(theirs, w::frame_header{1, k, 0, 0, {}, 0, 0})
+                .add(std::string_view(std::string(w::max_first_frame_size - 32 - 5 + 1, 'x')))
+                .finish());
+    REQUIRE(theirs.size() == w::max_first_frame_size + 1);
+    s.feed(theirs.view().first(w::header_size), out, ignore_frames{}, t0);  // the header only
+    REQUIRE(s.state() == w::session_state::failed);
+    CHECK(s.failure().code == 9);
+    CHECK_FALSE(s.failure().by_peer);
+    auto f = w::decode_frame(out.view());
+    REQUIRE(f);
+    CHECK(f->kind() == w::kind::error);
+    CHECK(f->transaction_id() == 0);
+    CHECK(f->items().read<std::uint32_t>().value() == 9);
+  }
+}

@@ -71,6 +71,11 @@ inline constexpr std::uint32_t min_max_frame_size = 64 * 1024;
 /// The smallest max_items and max_depth a peer may announce (docs/protocol.md section 10).
 inline constexpr std::uint32_t min_max_items = 64 * 1024;
 inline constexpr std::uint32_t min_max_depth = 32;
+/// The largest first frame a receiver accepts (docs/protocol.md sections 8 and 10): until the peer's
+/// handshake is accepted, a header announcing a larger frame is frame_too_large, so a peer that has not
+/// even said hello cannot make the receiver buffer megabytes. A handshake (or an ERROR refusing the
+/// connection) is far smaller.
+inline constexpr std::uint32_t max_first_frame_size = 4096;
 
 /// The decoded fixed header of a frame.
 ///

@@ -71,7 +71,8 @@ enum class session_state : std::uint8_t { handshaking, open, closing, closed, fa
 struct session_config {
   /// Versions, capabilities and name we announce. Its limit fields are ignored: lim is announced.
   handshake_info local{};
-  /// Our receive limits: what the decoder enforces and the handshake announces.
+  /// Our receive limits: what the decoder enforces and the handshake announces. Before the peer's
+  /// handshake is accepted the frame size is held to max_first_frame_size (frame_limit()).
   limits lim{};
   /// The peer must complete its handshake within this time after start() (0: no limit).
   std::chrono::milliseconds handshake_timeout{10000};
@@ -195,6 +196,9 @@ class session {
   /// True while the owner may start calls and sends: open, and neither side has sent close.
   [[nodiscard]] bool open_for_calls() const noexcept { return state_ == session_state::open && !peer_closed_; }
   [[nodiscard]] const session_counters& counters() const noexcept { return counters_; }
+  /// The largest frame (header and body) the session accepts now: max_first_frame_size until the peer's
+  /// handshake is accepted, then lim.max_frame_size. A header announcing more is frame_too_large.
+  [[nodiscard]] std::size_t frame_limit() const noexcept { return decoder_.frame_limits().max_frame_size; }
 
   /// The owner found no caller for a reply (its call had timed out, or the id is unknown).
   void count_dropped_reply() noexcept { ++counters_.dropped_replies; }
