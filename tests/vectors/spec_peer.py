@@ -681,7 +681,9 @@ def parse_hex(s):
 
 
 def frames_equal(expected, actual):
-    """A written frame matches: bytes exact, except an `error` frame whose expected text is `*`."""
+    """A written frame matches: bytes exact, except that an `error` frame's text is never compared.
+    Texts are informative (section 9): a transcript's texts are the C++ engine's, which only the C++
+    replay compares; another implementation need only agree on the code, the token and the ids."""
     if expected == actual:
         return True
     if len(expected) < HEADER or len(actual) < HEADER or expected[6] != ERROR or actual[6] != ERROR:
@@ -690,8 +692,6 @@ def frames_equal(expected, actual):
         e_items = typed(check_body(expected[HEADER:]), [T_U32, T_STR])
         a_items = typed(check_body(actual[HEADER:]), [T_U32, T_STR])
     except ProtocolError:
-        return False
-    if e_items[1] != b"*":
         return False
     he, ha = parse_header(expected), parse_header(actual)
     same = all(he[f] == ha[f] for f in ("version", "hlen", "kind", "flags", "token", "txn", "ctx"))
