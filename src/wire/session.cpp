@@ -9,12 +9,16 @@ namespace courier::wire {
 namespace {
 
 // Runtime error numbers (courier::errc), which the wire library does not include: the protocol fixes them.
+constexpr std::uint32_t no_such_context = 258;
 constexpr std::uint32_t system_shutdown = 260;
 constexpr std::uint32_t connection_lost = 272;
 
 // An ERROR frame with transaction id 0 ends the connection unless its code is a non-fatal protocol code
 // (a report about one spoiled frame): docs/protocol.md section 9.
+// 258 no_such_context is a report about one frame too (a send or context frame of ours for a context the
+// peer has not open).
 bool fatal_code(std::uint32_t code) noexcept {
+  if (code == no_such_context) return false;
   if (code > 255) return true;
   if (code == 0) return false;
   const auto e = static_cast<errc>(code);
@@ -146,6 +150,7 @@ session::step_result session::on_valid(const frame_view& f, out_buffer& out) {
                     describe(f.header()) + ": transaction id 0");
         return again;
       }
+      if (f.context_id() != 0) return refuse_unknown_context(f.header(), f.transaction_id(), out);
       if (we_closed_ || peer_closed_) {
         ++counters_.refused_calls;
         write_error(out, f.header(), f.transaction_id(), system_shutdown,
@@ -155,18 +160,35 @@ session::step_result session::on_valid(const frame_view& f, out_buffer& out) {
       ++calls_unanswered_;
       break;
     case kind::send:
+      if (f.context_id() != 0) return refuse_unknown_context(f.header(), 0, out);
       if (we_closed_ || peer_closed_) {
         ++counters_.dropped_sends;
         return again;
       }
       break;
+    case kind::context_open:
+    case kind::context_close:
+      return refuse_unknown_context(f.header(), 0, out);
     default:
-      break;  // reply, error with a transaction id, context_open, context_close: the owner's
+      break;  // reply, error with a transaction id (answers to our calls, whatever their context): the owner's
   }
   step_result r{step_result::deliver};
   r.frame = f;
   r.answer = f.kind() == kind::reply || f.kind() == kind::error;
   return r;
+}
+
+session::step_result session::refuse_unknown_context(const frame_header& h, std::uint64_t txn, out_buffer& out) {
+  // Only the parent context (0) is open: child contexts are not built yet, so nothing can open one.
+  ++counters_.unknown_context_frames;
+  const std::string why = h.kind == kind::context_open || h.kind == kind::context_close
+                              ? ": child contexts are not supported (context " + std::to_string(h.context_id) + ")"
+                              : ": context " + std::to_string(h.context_id) + " is not open";
+  frame_header about = h;
+  if (h.kind != kind::send && h.kind != kind::call) about.token = {};
+  if (txn == 0) about.context_id = 0;  // an ERROR with transaction id 0 is about the connection
+  write_error(out, about, txn, no_such_context, describe(h) + why);
+  return {step_result::again};
 }
 
 session::step_result session::on_spoiled(const error& e, out_buffer& out) {

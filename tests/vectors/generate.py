@@ -230,10 +230,34 @@ TRANSCRIPTS = {
     "second_handshake_spoiled": ("a second handshake, spoiled too: still fatal unexpected_frame", "acceptor",
                                  OPEN_ACC + [
         (">", ("handshake", NULL, 0, 0, [("string", b"\xff")])), ("<", err(23)), ("=", "failed")]),
-    "context_frames": ("context frames and frames of child contexts go to the owner", "acceptor", OPEN_ACC + [
+    "context_frames": ("only context 0 is open in this revision: context_open and context_close are answered "
+                       "with 258 (transaction id 0), a call in the child context with 258 and its ids; none reaches "
+                       "the owner", "acceptor", OPEN_ACC + [
         (">>", [("context_open", b"CHLD", 0, 1, [("string", "worker")]), ("call", b"WORK", 2, 1, [("string", "job")]),
                 ("context_close", NULL, 0, 1, [])]),
-        ("^", "context_open txn=0"), ("^", "call txn=2"), ("^", "context_close txn=0")]),
+        ("<", err(258, text="context_open: child contexts are not supported (context 1)")),
+        ("<", ("error", b"WORK", 2, 1, [("uint32", 258), ("string", "call WORK: context 1 is not open")])),
+        ("<", err(258, text="context_close: child contexts are not supported (context 1)")),
+        ("=", "open"), ("?", "calls_unanswered", 0), ("?", "unknown_context_frames", 3)]),
+    "call_unknown_context": ("a call and a send for a context that is not open: 258 no_such_context, the call's "
+                             "with its transaction id, token and context id, the send's with transaction id 0; "
+                             "neither reaches the owner, and the connection goes on", "acceptor", OPEN_ACC + [
+        (">", ("call", b"ADD_", 7, 5, [("int32", 1), ("int32", 2)])),
+        ("<", ("error", b"ADD_", 7, 5, [("uint32", 258), ("string", "call ADD_: context 5 is not open")])),
+        (">", ("send", b"LOG_", 0, 5, [("string", "x")])),
+        ("<", err(258, token=b"LOG_", text="send LOG_: context 5 is not open")),
+        ("=", "open"), ("?", "calls_unanswered", 0), ("?", "unknown_context_frames", 2),
+        (">", call(8)), ("^", "call txn=8"), ("?", "calls_unanswered", 1)]),
+    "reply_in_child_context": ("replies and errors answer our calls: handed to the owner whatever their context "
+                               "id", "initiator", OPEN_INI + [
+        ("!", "call_sent"), ("!", "call_sent"),
+        (">", ("reply", b"GET_", 3, 9, [("int64", 15)])), ("^", "reply txn=3"),
+        (">", ("error", b"GET_", 4, 9, [("uint32", 256), ("string", "no service GET_")])), ("^", "error txn=4"),
+        ("?", "calls_outstanding", 0)]),
+    "peer_no_such_context": ("the peer answers a send of ours with 258 and transaction id 0: a report about one "
+                             "frame, not the end of the connection", "initiator", OPEN_INI + [
+        (">", ("error", NULL, 0, 0, [("uint32", 258), ("string", "send LOG_: context 5 is not open")])),
+        ("=", "open")]),
     "garbage_first": ("bytes that are not the protocol: fatal bad_magic, reported from the first bytes",
                       "acceptor", [
         ("!", "start"), ("<", ENGINE_HS), ("raw>", b"GET / HTTP/1.1\r\n"), ("<", err(3)), ("=", "failed"),

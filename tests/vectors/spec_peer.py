@@ -227,6 +227,7 @@ class Session:
         self.dropped_sends = 0
         self.refused_calls = 0
         self.spoiled_frames = 0
+        self.unknown_context_frames = 0
 
     # -- owner side ----------------------------------------------------------------------------------
     def start(self):
@@ -341,6 +342,16 @@ class Session:
         except ProtocolError as e:
             self._spoiled(hdr, e)
             return
+        # section 6: only context 0 is open in this revision
+        if kind in (CALL, SEND) and hdr["ctx"] != 0 or kind in (CONTEXT_OPEN, CONTEXT_CLOSE):
+            self.unknown_context_frames += 1
+            if kind == CALL:
+                self.written.append(error_frame(NO_SUCH_CONTEXT, "context %d is not open" % hdr["ctx"],
+                                                hdr["token"], hdr["txn"], hdr["ctx"]))
+            else:
+                token = hdr["token"] if kind == SEND else b"\0\0\0\0"
+                self.written.append(error_frame(NO_SUCH_CONTEXT, "context %d is not open" % hdr["ctx"], token))
+            return
         if kind == SEND:
             if self.sent_close or self.peer_closing:
                 self.dropped_sends += 1
@@ -361,11 +372,9 @@ class Session:
                 self.calls_outstanding -= 1
             self._maybe_closed()
         elif kind == ERROR:  # transaction id 0: about the connection (section 9)
-            if code in NONFATAL_PROTOCOL:
+            if code in NONFATAL_PROTOCOL or code == NO_SUCH_CONTEXT:
                 return  # information about a spoiled frame of ours; never answered
             self._fail(code, "peer: " + text.decode("utf-8"))
-        elif kind in (CONTEXT_OPEN, CONTEXT_CLOSE):
-            self.handed.append((KINDS[kind], hdr["txn"]))
         elif kind == PING:
             self.written.append(raw[:6] + bytes([PONG]) + raw[7:])
         elif kind == PONG:

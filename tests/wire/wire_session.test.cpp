@@ -78,6 +78,7 @@ std::uint64_t observe(const w::session& s, const std::string& what) {
   if (what == "dropped_sends") return c.dropped_sends;
   if (what == "refused_calls") return c.refused_calls;
   if (what == "spoiled_frames") return c.spoiled_frames;
+  if (what == "unknown_context_frames") return c.unknown_context_frames;
   if (what == "agreed_max_frame_size") return s.agreed().max_frame_size;
   if (what == "agreed_max_items") return s.agreed().max_items;
   if (what == "agreed_max_depth") return s.agreed().max_depth;
@@ -449,4 +450,61 @@ TEST_CASE("session: a first frame announcing more than 4096 bytes is frame_too_l
     CHECK(f->transaction_id() == 0);
     CHECK(f->items().read<std::uint32_t>().value() == 9);
   }
+}
+
+TEST_CASE("session: only context 0 is open; calls, sends and context frames for another are answered with 258") {
+  const auto t0 = w::session::clock::time_point{} + 1h;
+  w::out_buffer out;
+  w::session s(w::role::acceptor);
+  open_at(s, out, t0);
+  recorder rec;
+  auto feed = [&](w::kind k, courier::token tok, std::uint64_t txn, std::uint64_t ctx) {
+    out.clear();
+    w::out_buffer theirs;
+    REQUIRE(w::frame_writer(theirs, w::frame_header{1, k, 0, 0, tok, txn, ctx}).add(std::int32_t{1}).finish());
+    s.feed(theirs.view(), out, rec, t0);
+    REQUIRE(s.state() == w::session_state::open);
+  };
+  auto answer = [&] {
+    auto f = w::decode_frame(out.view());
+    REQUIRE(f);
+    REQUIRE(f->bytes().size() == out.size());
+    auto r = f->items();
+    return std::tuple{f->kind(), f->token(), f->transaction_id(), f->context_id(), r.read<std::uint32_t>().value(),
+                      std::string(r.read<std::string_view>().value())};
+  };
+
+  feed(w::kind::call, courier::token("ADD_"), 7, 5);
+  CHECK(answer() == std::tuple{w::kind::error, courier::token("ADD_"), 7u, 5u, 258u, std::string("call ADD_: context 5 is not open")});
+  CHECK(s.calls_unanswered() == 0);
+
+  feed(w::kind::send, courier::token("LOG_"), 0, 5);
+  CHECK(answer() == std::tuple{w::kind::error, courier::token("LOG_"), 0u, 0u, 258u, std::string("send LOG_: context 5 is not open")});
+
+  feed(w::kind::context_open, courier::token("CHLD"), 0, 1);
+  CHECK(std::get<2>(answer()) == 0u);
+  CHECK(std::get<3>(answer()) == 0u);
+  CHECK(std::get<4>(answer()) == 258u);
+  feed(w::kind::context_close, courier::token{}, 0, 1);
+  CHECK(std::get<4>(answer()) == 258u);
+  CHECK(rec.seen.empty());
+  CHECK(s.counters().unknown_context_frames == 4);
+
+  // Answers to our calls are the owner's, whatever their context id.
+  s.call_sent();
+  feed(w::kind::reply, courier::token("ADD_"), 3, 9);
+  CHECK(out.empty());
+  REQUIRE(rec.seen.size() == 1);
+  CHECK(rec.seen.front() == "reply txn=3");
+
+  // And a 258 with transaction id 0 from the peer is a report about one frame of ours, not the end.
+  out.clear();
+  w::out_buffer theirs;
+  REQUIRE(w::frame_writer(theirs, w::frame_header{1, w::kind::error, 0, 0, {}, 0, 0})
+              .add(std::uint32_t{258})
+              .add(std::string_view("send LOG_: context 5 is not open"))
+              .finish());
+  s.feed(theirs.view(), out, rec, t0);
+  CHECK(s.state() == w::session_state::open);
+  CHECK(out.empty());
 }

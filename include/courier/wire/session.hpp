@@ -109,6 +109,7 @@ struct session_counters {
   std::uint64_t refused_calls = 0;    // calls answered with 260 system_shutdown because we were closing
   std::uint64_t dropped_sends = 0;    // one-way sends received after a close, not delivered
   std::uint64_t peer_errors = 0;      // ERROR frames with transaction id 0 the peer sent (non-fatal ones too)
+  std::uint64_t unknown_context_frames = 0;  // calls, sends and context frames for a context not open (258)
 };
 
 /// The connection state machine, sans I/O.
@@ -134,11 +135,12 @@ class session {
   /// Appends our handshake and starts the handshake time-out from `now`. Call once, first.
   void start(out_buffer& out, clock::time_point now = clock::now());
 
-  /// Feeds received bytes (any split). For each application frame (send, call with a non-zero
-  /// transaction id, reply, error with a non-zero transaction id, context_open, context_close) calls
+  /// Feeds received bytes (any split). For each application frame (send or call in context 0, a call
+  /// with a non-zero transaction id; reply, error with a non-zero transaction id, in any context) calls
   /// `handler.on_frame(const frame_view&)`; the view is valid during that call only. Answers ping with
-  /// pong, writes ERROR frames for spoiled frames (a call's with its transaction id), handles the
-  /// handshake and close, all by appending to `out`. Bytes after a fatal error or the end of the
+  /// pong, writes ERROR frames for spoiled frames (a call's with its transaction id), answers with
+  /// ERROR 258 no_such_context a call, send, context_open or context_close for a context other than 0
+  /// (only the parent context is open), handles the handshake and close, all by appending to `out`. Bytes after a fatal error or the end of the
   /// session are ignored. Returns state().
   ///
   /// The handler may also define `void on_bad_reply(std::uint64_t txn, const error& e)`: a reply or
@@ -250,6 +252,7 @@ class session {
   step_result step(out_buffer& out);
   step_result on_valid(const frame_view& f, out_buffer& out);
   step_result on_spoiled(const error& e, out_buffer& out);
+  step_result refuse_unknown_context(const frame_header& h, std::uint64_t txn, out_buffer& out);
   void on_handshake(const frame_view& f, out_buffer& out);
   void on_peer_close(out_buffer& out);
   void maybe_finish_close() noexcept;
