@@ -42,8 +42,9 @@ int main(int argc, char** argv) {
   }
   courier::system sys;
   courier::net::node net(sys);
-  courier::net::connection_config cfg;
-  cfg.name = opts->name.empty() ? "calc-client" : opts->name;
+  courier::net::connection_config base;
+  base.name = "calc-client";
+  const courier::net::connection_config cfg = courier::net::config_from(*opts, base);
   auto connected = net.connect<calc::api>(opts->where, cfg);
   if (!connected) {
     std::fprintf(stderr, "courier-calc-client: cannot connect to %s: %s\n", to_string(opts->where).c_str(),

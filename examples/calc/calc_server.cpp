@@ -5,9 +5,10 @@
 #include <courier/courier.hpp>
 #include <courier/net/node.hpp>
 #include <courier/net/options.hpp>
+#include <courier/net/signals.hpp>
 
-#include <csignal>
 #include <cstdio>
+#include <limits>
 
 #include "calc_api.hpp"
 
@@ -17,10 +18,22 @@ struct square_of {
   std::int32_t x = 0;
 };
 
+courier::error overflow(const char* what) {
+  return courier::error(courier::errc::invalid_argument, std::string("overflow: ") + what + " does not fit in int32");
+}
+
 // The actor the server delegates squares to.
 class squarer : public courier::actor<squarer, square_of> {
  public:
-  std::int32_t on(const square_of& m) { return m.x * m.x; }
+  courier::response_promise<std::int32_t> on(const square_of& m) {
+    auto answer = make_response_promise<std::int32_t>();
+    std::int32_t product = 0;
+    if (__builtin_mul_overflow(m.x, m.x, &product))
+      answer.fail(overflow("the square"));
+    else
+      answer.deliver(product);
+    return answer;
+  }
 };
 
 struct slow_done {
@@ -32,19 +45,34 @@ class calculator : public courier::actor<calculator, calc::add, calc::divide, ca
                                          calc::notes_seen, slow_done> {
  public:
   void on_start() { squarer_ = spawn<squarer>(); }
-  std::int32_t on(const calc::add& m) { return m.a + m.b; }
-  // Division by zero fails the request (an ERROR frame) and the calculator goes on; a handler that
-  // threw would stop the actor instead.
+  // Every input is a client's: a result that does not fit, a zero divisor or a negative delay fails
+  // the request (an ERROR frame, invalid_argument) and the calculator goes on. A handler that threw
+  // would stop the actor instead, and INT32_MIN / -1 would kill the process (SIGFPE).
+  courier::response_promise<std::int32_t> on(const calc::add& m) {
+    auto answer = make_response_promise<std::int32_t>();
+    std::int32_t sum = 0;
+    if (__builtin_add_overflow(m.a, m.b, &sum))
+      answer.fail(overflow("the sum"));
+    else
+      answer.deliver(sum);
+    return answer;
+  }
   courier::response_promise<std::int32_t> on(const calc::divide& m) {
     auto answer = make_response_promise<std::int32_t>();
     if (m.b == 0)
       answer.fail(courier::error(courier::errc::invalid_argument, "divide by zero"));
+    else if (m.a == std::numeric_limits<std::int32_t>::min() && m.b == -1)
+      answer.fail(overflow("the quotient"));
     else
       answer.deliver(m.a / m.b);
     return answer;
   }
   courier::response_promise<std::int32_t> on(const calc::slow& m) {
     auto answer = make_response_promise<std::int32_t>();
+    if (m.delay_ms < 0) {
+      answer.fail(courier::error(courier::errc::invalid_argument, "a negative delay"));
+      return answer;
+    }
     self().delayed_send(slow_done{m.value, answer}, std::chrono::milliseconds(m.delay_ms));
     return answer;
   }
@@ -65,41 +93,35 @@ class calculator : public courier::actor<calculator, calc::add, calc::divide, ca
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto opts = courier::net::parse_options(argc, argv, "courier-calc-server");
+  constexpr auto kind = courier::net::program_kind::server;
+  auto opts = courier::net::parse_options(argc, argv, "courier-calc-server", {}, kind);
   if (!opts) {
     std::fprintf(stderr, "courier-calc-server: %s\n%s", opts.err().text.c_str(),
-                 courier::net::options_help("courier-calc-server").c_str());
+                 courier::net::options_help("courier-calc-server", {}, kind).c_str());
     return 2;
   }
   if (opts->help) {
-    std::printf("%s", courier::net::options_help("courier-calc-server").c_str());
+    std::printf("%s", courier::net::options_help("courier-calc-server", {}, kind).c_str());
     return 0;
   }
-  // Signals are taken by sigwait below, not by handlers: block them before any thread starts.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // SIGINT and SIGTERM are taken by signals.wait below, not by handlers: blocked before any thread starts.
+  courier::net::server_signals signals;
 
   courier::system sys;
   courier::net::node net(sys);
   courier::actor_ref<calc::api> calc = sys.spawn<calculator>();
-  courier::net::connection_config cfg;
-  cfg.name = opts->name.empty() ? "calc-server" : opts->name;
-  auto served = net.serve_on(calc, opts->where, cfg);
+  courier::net::connection_config base;
+  base.name = "calc-server";
+  auto served = net.serve_on(calc, opts->where, courier::net::config_from(*opts, base));
   if (!served) {
     std::fprintf(stderr, "courier-calc-server: %s\n", served.err().describe().c_str());
     return 1;
   }
-  if (opts->where.kind == courier::net::endpoint::kind_t::pipe) {
-    // A pipe server lives as long as its one connection.
-    net.wait_no_connections(std::chrono::hours(24 * 365));
-  } else {
-    if (!opts->silent) std::fprintf(stderr, "courier-calc-server: serving on %s\n", served->where.c_str());
-    int sig = 0;
-    sigwait(&stop_signals, &sig);
-  }
+  if (!opts->silent && opts->where.kind != courier::net::endpoint::kind_t::pipe)
+    std::fprintf(stderr, "courier-calc-server: serving on %s\n", served->where.c_str());
+  // Until a signal (or, over pipe, the end of the one connection); then an orderly stop: calls in
+  // flight are answered within the node's grace, new ones refused.
+  signals.wait(net, opts->where);
   net.stop();
   return 0;
 }

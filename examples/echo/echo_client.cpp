@@ -23,7 +23,9 @@ int main(int argc, char** argv) {
   }
   courier::system sys;
   courier::net::node net(sys);
-  auto connected = net.connect<echo::api>(opts->where);
+  courier::net::connection_config base;
+  base.name = "echo-client";
+  auto connected = net.connect<echo::api>(opts->where, courier::net::config_from(*opts, base));
   if (!connected) {
     std::fprintf(stderr, "courier-echo-client: cannot connect: %s\n", connected.err().describe().c_str());
     return 1;

@@ -4,15 +4,29 @@
 #include <sys/uio.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <random>
 #include <utility>
+
+#include "courier/wire/encoder.hpp"
 
 namespace courier::net {
 
 namespace {
 
+// Each handshake carries a fresh nonce, so that a transport that echoes our bytes back (a pipe
+// "server" such as cat) shows our own handshake and is refused instead of answered.
+[[maybe_unused]] std::uint64_t handshake_nonce() {
+  thread_local std::mt19937_64 bits{std::random_device{}()};
+  std::uint64_t n = 0;
+  while (n == 0) n = bits();
+  return n;
+}
+
 wire::session_config session_config_of(const connection_config& cfg) {
   wire::session_config s;
   s.local.peer_name = cfg.name;
+  // NONCE
   s.local.max_frame_size = cfg.limits.max_frame_size;
   s.lim = cfg.limits;
   s.handshake_timeout = cfg.handshake_timeout;
@@ -24,17 +38,22 @@ wire::session_config session_config_of(const connection_config& cfg) {
 
 }  // namespace
 
-connection::connection(socket sock, wire::role role, const connection_config& cfg)
+connection::connection(socket sock, wire::role role, const connection_config& cfg, std::shared_ptr<receive_memory> memory)
     : sock_(std::move(sock)),
       cfg_(cfg),
       session_(role, session_config_of(cfg_)),
+      memory_(std::move(memory)),
       send_limits_(cfg_.limits) {
-  blocks_.push_back(wire::block_ref::adopt(wire::shared_block::make(cfg_.read_chunk)));
-  cur_ = blocks_.back().get();
-  ++stats_.read_blocks;
+  if (cfg_.socket_buffer_size != 0 && sock_) {
+    if (auto ok = set_buffer_size(sock_, cfg_.socket_buffer_size); !ok) finish(ok.err());
+  }
+  cur_ = new_block(cfg_.read_chunk);
+  if (cur_ == nullptr && !finished_) finish(courier::error(errc::connection_lost, "no memory for a receive block"));
 }
 
-connection::~connection() = default;
+connection::~connection() {
+  if (memory_ && counted_ != 0) memory_->used.fetch_sub(counted_, std::memory_order_relaxed);
+}
 
 void connection::start() {
   session_.start(out_);
@@ -47,10 +66,25 @@ void connection::close(std::string_view reason) {
   after_session_step();
 }
 
-void connection::tick() {
+void connection::tick(bool reading) {
   if (finished_) return;
-  session_.tick(std::chrono::steady_clock::now(), out_);
+  const auto now = std::chrono::steady_clock::now();
+  if (blocked_since_ != std::chrono::steady_clock::time_point{} && cfg_.ping_interval.count() > 0 &&
+      now - blocked_since_ >= dead_after()) {
+    finish(courier::error(errc::connection_lost, "the peer read nothing for " + std::to_string(dead_after().count()) +
+                                                     " ms while " + std::to_string(unwritten()) + " bytes waited for it"));
+    return;
+  }
+  if (!reading) return;
+  session_.tick(now, out_);
   after_session_step();
+}
+
+std::chrono::steady_clock::time_point connection::next_deadline(bool reading) const noexcept {
+  auto d = reading ? session_.next_deadline() : std::chrono::steady_clock::time_point::max();
+  if (blocked_since_ != std::chrono::steady_clock::time_point{} && cfg_.ping_interval.count() > 0)
+    d = std::min(d, blocked_since_ + dead_after());
+  return d;
 }
 
 void connection::fail(courier::error why) { finish(std::move(why)); }
@@ -59,6 +93,10 @@ void connection::finish(courier::error why) {
   if (finished_) return;
   finished_ = true;
   why_ = std::move(why);
+  if (cfg_.debug > 0)
+    std::fprintf(stderr, "courier: %s connection (fd %d, peer '%.*s') ended: %s\n",
+                 session_.side() == wire::role::initiator ? "client" : "server", sock_.fd(),
+                 static_cast<int>(session_.peer_name().size()), session_.peer_name().data(), why_.describe().c_str());
 }
 
 // What the session's last step changed: frames held back during the handshake follow it once it
@@ -68,16 +106,13 @@ void connection::after_session_step() {
   if (st == wire::session_state::open && !opened_) {
     opened_ = true;
     send_limits_ = session_.agreed().peer_limits();  // what the peer announced it accepts
+    if (cfg_.debug > 0)
+      std::fprintf(stderr, "courier: %s connection (fd %d) open: peer '%.*s', version %u, frames up to %u bytes\n",
+                   session_.side() == wire::role::initiator ? "client" : "server", sock_.fd(),
+                   static_cast<int>(session_.peer_name().size()), session_.peer_name().data(),
+                   static_cast<unsigned>(session_.agreed().version), static_cast<unsigned>(send_limits_.max_frame_size));
   }
-  // Frames held back during the handshake follow it once it is accepted; after a failed
-  // handshake they never leave (their calls fail with the connection).
-  if (held_.size() != 0 && st != wire::session_state::handshaking) {
-    if (opened_) {
-      std::byte* p = out_.extend(held_.size());
-      std::memcpy(p, held_.data(), held_.size());
-    }
-    held_.clear();
-  }
+  if (held_.size() != 0 && st != wire::session_state::handshaking) release_held();
   if (st == wire::session_state::closed) {
     flush();
     finish(courier::error(errc::connection_lost, "the connection was closed in order"));
@@ -87,11 +122,36 @@ void connection::after_session_step() {
     // stream or silence, 260 from a server that refuses us while shutting down) means the
     // connection is gone for a reason that is nobody's fault.
     const wire::session_failure& f = session_.failure();
-    if (f.code != 0 && f.code < 256)
+    if (f.timed_out)  // ours: the peer sent nothing wrong, it sent nothing (in time)
+      finish(courier::error(opened_ ? errc::connection_lost : errc::request_timeout, f.text));
+    else if (f.code != 0 && f.code < 256)
       finish(courier::error(errc::protocol_error, (f.by_peer ? "the peer reported: " : "the peer sent bad input: ") + f.text));
     else
       finish(courier::error(errc::connection_lost, f.by_peer ? "the peer ended the connection: " + f.text : f.text));
   }
+}
+
+// Frames held back during the handshake follow it once it is accepted, except those larger than
+// the frame size the peer announced (they were encoded before it was known): those are withdrawn
+// for the owner to fail. After a failed handshake none leave (their calls fail with the connection).
+void connection::release_held() {
+  if (opened_) {
+    const std::size_t most = send_limits_.max_frame_size;
+    std::size_t at = 0;
+    while (at + wire::header_size <= held_.size()) {
+      const std::byte* f = held_.data() + at;
+      const std::size_t size = wire::header_size + wire::detail::load_le<std::uint32_t>(f + wire::offset::body_length);
+      if (size <= most) {
+        std::byte* p = out_.extend(size);
+        std::memcpy(p, f, size);
+      } else {
+        withdrawn_.push_back({static_cast<wire::kind>(f[wire::offset::kind]),
+                              wire::detail::load_le<std::uint64_t>(f + wire::offset::transaction_id), size});
+      }
+      at += size;
+    }
+  }
+  held_.clear();
 }
 
 // Moves what the socket has not taken to the front once the written part is at least as large,
@@ -110,7 +170,8 @@ void connection::compact() noexcept {
 std::size_t connection::pending_frame_size() const noexcept {
   const std::size_t have = end_ - begin_;
   if (have >= wire::header_size) {
-    auto h = wire::parse_header(std::span<const std::byte, wire::header_size>(cur_->data() + begin_, wire::header_size), cfg_.limits);
+    auto h = wire::parse_header(std::span<const std::byte, wire::header_size>(cur_->data() + begin_, wire::header_size),
+                                frame_limits());
     if (h) return wire::header_size + h->body_length;
   }
   return have + 1;
@@ -118,7 +179,8 @@ std::size_t connection::pending_frame_size() const noexcept {
 
 // A block we hold that nothing else does and that has `need` bytes, other than cur_; else a new
 // one while we are under max_read_blocks (a frame larger than read_chunk always gets one of its
-// own size, dropped once it is used); null when every block is still in use.
+// own size, dropped once it is used); null when every block is still in use, or when no memory
+// could be had (the connection has then finished).
 wire::shared_block* connection::free_block(std::size_t need) {
   for (wire::block_ref& b : blocks_) {
     if (b.get() != cur_ && b->use_count() == 1 && b->capacity() >= need) return b.get();
@@ -127,44 +189,81 @@ wire::shared_block* connection::free_block(std::size_t need) {
   std::size_t standard = 0;
   for (const wire::block_ref& b : blocks_) standard += b->capacity() <= cfg_.read_chunk ? 1 : 0;
   if (!large && standard >= cfg_.max_read_blocks) return nullptr;
-  blocks_.push_back(wire::block_ref::adopt(wire::shared_block::make(large ? need : cfg_.read_chunk)));
-  ++stats_.read_blocks;
-  return blocks_.back().get();
+  return new_block(large ? need : cfg_.read_chunk);
 }
 
-// Makes room in cur_ for the next read: the frame begun at begin_ must fit in the block from
-// where it starts, and there must be space after end_. A block still viewed by messages is never
-// written; the partial frame then moves to a free block.
-bool connection::make_room() {
+// A new receive block, counted against the endpoint's receive memory. Past that budget, or when
+// the allocation fails, the connection ends (a fatal ERROR tells the peer why): a peer must not be
+// able to take the process down by the sizes it announces.
+wire::shared_block* connection::new_block(std::size_t capacity) {
+  if (memory_) {
+    const std::size_t before = memory_->used.fetch_add(capacity, std::memory_order_relaxed);
+    if (before + capacity > memory_->limit) {
+      memory_->used.fetch_sub(capacity, std::memory_order_relaxed);
+      const std::string why = "the receiver's memory for frames in transit (" + std::to_string(memory_->limit) +
+                              " bytes) is spent; a block of " + std::to_string(capacity) + " bytes was refused";
+      (void)wire::encode_error(out_, 0, 0, static_cast<std::uint32_t>(wire::errc::frame_too_large), why, {});
+      flush();
+      finish(courier::error(errc::connection_lost, why));
+      return nullptr;
+    }
+  }
+  wire::shared_block* b = wire::shared_block::try_make(capacity);
+  if (b == nullptr) {
+    if (memory_) memory_->used.fetch_sub(capacity, std::memory_order_relaxed);
+    finish(courier::error(errc::connection_lost, "no memory for a receive block of " + std::to_string(capacity) + " bytes"));
+    return nullptr;
+  }
+  if (memory_) counted_ += capacity;
+  blocks_.push_back(wire::block_ref::adopt(b));
+  ++stats_.read_blocks;
+  return b;
+}
+
+void connection::drop_block(wire::shared_block* old) {
+  if (memory_) {
+    memory_->used.fetch_sub(old->capacity(), std::memory_order_relaxed);
+    counted_ -= old->capacity();
+  }
+  std::erase_if(blocks_, [old](const wire::block_ref& b) { return b.get() == old; });
+}
+
+// Makes room in cur_ for the next read: the bytes of the frame begun at begin_ must stay in one
+// block, and there must be space after end_. A frame larger than read_chunk is given room ahead of
+// its bytes by doubling (at most twice what has arrived), never by the length its header announces:
+// what a connection commits follows what the peer really sent. A block still viewed by messages
+// is never written; the partial frame then moves to a free block.
+connection::room connection::make_room() {
+  if (finished_) return room::failed;
   if (begin_ == end_ && cur_->capacity() > cfg_.read_chunk) {
     // A large frame's block, handed over: back to a standard one, so small frames (and views kept
     // of them) never hold the large block, which goes once the large frame's fields let it go.
     if (wire::shared_block* next = free_block(1)) {
-      wire::shared_block* old = std::exchange(cur_, next);
-      std::erase_if(blocks_, [old](const wire::block_ref& b) { return b.get() == old; });
+      drop_block(std::exchange(cur_, next));
       begin_ = end_ = 0;
+    } else if (finished_) {
+      return room::failed;
     }
   }
   if (begin_ == end_ && cur_->use_count() == 1) begin_ = end_ = 0;  // all handed over, nobody holds it
-  const std::size_t need = pending_frame_size();
-  if (end_ < cur_->capacity() && cur_->capacity() - begin_ >= need) return true;
   const std::size_t have = end_ - begin_;
-  if (cur_->use_count() == 1 && cur_->capacity() >= need) {
+  const std::size_t need = pending_frame_size();
+  const std::size_t want = need <= cfg_.read_chunk ? need : std::min(need, std::max(2 * have, cfg_.read_chunk));
+  if (end_ < cur_->capacity() && cur_->capacity() - begin_ >= want) return room::ready;
+  if (cur_->use_count() == 1 && cur_->capacity() >= want) {
     std::memmove(cur_->data(), cur_->data() + begin_, have);
     stats_.bytes_moved += have;
   } else {
-    wire::shared_block* next = free_block(need);
-    if (next == nullptr) return false;
+    wire::shared_block* next = free_block(want);
+    if (next == nullptr) return finished_ ? room::failed : room::stalled;
     std::memcpy(next->data(), cur_->data() + begin_, have);
     stats_.bytes_moved += have;
     wire::shared_block* old = std::exchange(cur_, next);
-    if (old->capacity() > cfg_.read_chunk) {  // a large frame's block: not kept for reuse
-      std::erase_if(blocks_, [old](const wire::block_ref& b) { return b.get() == old; });
-    }
+    if (old->capacity() > cfg_.read_chunk) drop_block(old);  // a large frame's block: not kept for reuse
   }
   begin_ = 0;
   end_ = have;
-  return true;
+  return room::ready;
 }
 
 bool connection::flush() {
@@ -173,6 +272,7 @@ bool connection::flush() {
     const iovec piece{out_.data() + written_, out_.size() - written_};
     const io_result r = write_some(sock_, {&piece, 1});
     if (r.status == io_result::would_block) {  // the reactor reports writability
+      if (blocked_since_ == std::chrono::steady_clock::time_point{}) blocked_since_ = std::chrono::steady_clock::now();
       compact();
       return true;
     }
@@ -185,6 +285,7 @@ bool connection::flush() {
     ++stats_.writes;
     stats_.bytes_out += r.bytes;
     written_ += r.bytes;
+    blocked_since_ = {};  // progress: the peer reads
   }
   if (written_ == out_.size()) {
     out_.clear();

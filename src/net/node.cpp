@@ -2,7 +2,13 @@
 // connections, and the accept loop.
 #include "courier/net/node.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+
+#include "courier/wire/encoder.hpp"
 
 namespace courier::net::detail {
 
@@ -34,25 +40,39 @@ std::size_t node_core::poll_from_system(void* self, int timeout_ms) noexcept {
 
 void node_core::wake_from_any(void* self) noexcept { static_cast<node_core*>(self)->reactor_.wake(); }
 
-void node_core::enter(courier::detail::actor_base* connection) {
+void node_core::enter(courier::detail::actor_base* connection, void (*close)(courier::detail::actor_base*)) {
+  connection->add_ref();  // released by leave(): a listed connection is never freed under us
   {
     std::lock_guard lock(mutex_);
-    connections_.push_back(connection);
+    connections_.push_back({connection, close});
     ever_connected_ = true;
     if (!stopped_) return;
   }
   // Accepted or connected while stop() ran, after it asked the others to close: this one too.
-  connection->request_exit(errc::connection_lost, true);
+  close(connection);
 }
 
 void node_core::leave(courier::detail::actor_base* connection) noexcept {
-  std::lock_guard lock(mutex_);
-  auto it = std::find(connections_.begin(), connections_.end(), connection);
-  if (it != connections_.end()) connections_.erase(it);
-  changed_.notify_all();
+  bool found = false;
+  std::vector<acceptor*> starved;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = std::find_if(connections_.begin(), connections_.end(), [connection](const listed& l) { return l.actor == connection; });
+    if (it != connections_.end()) {
+      connections_.erase(it);
+      found = true;
+    }
+    changed_.notify_all();
+    if (!stopped_)
+      for (auto& a : acceptors_) starved.push_back(a.get());
+  }
+  // A descriptor was freed: a listener that ran out of them accepts what waits in its backlog.
+  // (Acceptors live until stop(), which happens after the last leave it waits for, or with none.)
+  for (acceptor* a : starved) a->retry();
+  if (found) connection->release();
 }
 
-void node_core::keep(std::unique_ptr<owned_handler> a) {
+void node_core::keep(std::unique_ptr<acceptor> a) {
   std::lock_guard lock(mutex_);
   acceptors_.push_back(std::move(a));
 }
@@ -73,24 +93,28 @@ void node_core::wait_stopped() {
 }
 
 void node_core::stop(std::chrono::milliseconds grace) {
-  std::vector<std::unique_ptr<owned_handler>> acceptors;
-  std::vector<courier::detail::actor_base*> open;
+  std::vector<std::unique_ptr<acceptor>> acceptors;
+  std::vector<listed> open;
   {
     std::lock_guard lock(mutex_);
     if (stopped_) return;
     stopped_ = true;
     acceptors.swap(acceptors_);
     open = connections_;
-    for (auto* c : open) c->add_ref();
+    for (auto& c : open) c.actor->add_ref();
     changed_.notify_all();
   }
-  for (auto& a : acceptors) reactor_.remove(static_cast<acceptor*>(a.get())->listening().fd());
-  // Each connection closes in order (its on_stop sends close and fails its calls in flight).
-  for (auto* c : open) {
-    c->request_exit(errc::connection_lost, true);
-    c->release();
-  }
+  for (auto& a : acceptors) reactor_.remove(a->listening().fd());
+  // Each connection closes in order: it sends close, answers the calls it received (and waits for
+  // the answers to its own) and ends when the close completes. What is left after the grace is
+  // stopped at once: its on_stop fails its calls in flight with connection_lost.
+  for (auto& c : open) c.close(c.actor);
   wait_closed(grace);
+  for (auto& c : open) {
+    c.actor->request_exit(errc::connection_lost, true);
+    c.actor->release();
+  }
+  wait_closed(std::min<std::chrono::milliseconds>(grace, std::chrono::milliseconds(500)));
   // Nobody polls the reactor after this; the listeners close once no poller can be inside them.
   if (by_system_) {
     courier::detail::detach_io_poller(core_);
@@ -128,16 +152,94 @@ void node_core::wait_closed(std::chrono::milliseconds grace) {
   }
 }
 
+void refuse(socket& sock, std::uint32_t code, std::string_view text) noexcept {
+  try {
+    wire::out_buffer out;
+    if (wire::encode_error(out, 0, 0, code, text, {})) {
+      const iovec piece{out.data(), out.size()};
+      (void)write_some(sock, {&piece, 1});  // a new socket's buffer takes ~100 bytes at once
+    }
+  } catch (...) {
+    // No memory even for the refusal: the close alone tells the peer.
+  }
+  sock.close();
+}
+
+namespace {
+
+int open_spare() noexcept { return ::open("/dev/null", O_RDONLY | O_CLOEXEC); }
+
+bool out_of_descriptors(const courier::error& e) noexcept {
+  const int n = e.code.category() == std::system_category() ? e.code.value() : 0;
+  return n == EMFILE || n == ENFILE || n == ENOBUFS || n == ENOMEM;
+}
+
+}  // namespace
+
+acceptor::acceptor(net::listener l, std::function<void(socket)> start, std::shared_ptr<listener_share> share,
+                   std::size_t max_connections)
+    : listener_(std::move(l)),
+      start_(std::move(start)),
+      share_(std::move(share)),
+      max_connections_(max_connections),
+      spare_(open_spare()) {}
+
+acceptor::~acceptor() {
+  if (spare_ >= 0) ::close(spare_);
+}
+
 void acceptor::on_io(std::uint32_t) noexcept {
-  for (;;) {
+  std::lock_guard lock(mutex_);
+  accept_all();
+}
+
+void acceptor::retry() noexcept {
+  if (!starved_.load(std::memory_order_acquire)) return;
+  std::lock_guard lock(mutex_);
+  accept_all();
+}
+
+// Accepts until the backlog is empty (edge-triggered: the next readiness comes only with a new
+// connection). Each failure other than "none waiting" is this one connection's: go on.
+void acceptor::accept_all() noexcept {
+  starved_.store(false, std::memory_order_release);
+  for (int failures = 0; failures < 64;) {
     auto s = listener_.accept();
-    if (!s) return;  // would block (all taken), or a transient failure: the next readiness retries
+    if (!s) {
+      if (would_block(s.err())) return;
+      if (out_of_descriptors(s.err())) {
+        if (!refuse_with_spare()) {
+          starved_.store(true, std::memory_order_release);
+          return;
+        }
+        continue;
+      }
+      ++failures;  // reset before accept, or an option the transport could not set
+      continue;
+    }
+    if (max_connections_ != 0 && share_ && share_->connections.load(std::memory_order_acquire) >= max_connections_) {
+      refuse(*s, static_cast<std::uint32_t>(errc::system_shutdown),
+             "too many connections (this server serves at most " + std::to_string(max_connections_) + ")");
+      continue;
+    }
     try {
       start_(std::move(*s));
     } catch (...) {
       // Out of memory for the connection actor: the socket closes, the client sees it lost.
     }
   }
+}
+
+// Out of descriptors: the spare one makes room to accept the oldest waiting connection and tell it
+// why it is refused, instead of leaving it in the backlog with no answer.
+bool acceptor::refuse_with_spare() noexcept {
+  if (spare_ < 0) spare_ = open_spare();
+  if (spare_ < 0) return false;
+  ::close(std::exchange(spare_, -1));
+  auto s = listener_.accept();
+  if (s) refuse(*s, static_cast<std::uint32_t>(errc::system_shutdown), "the server is out of file descriptors");
+  spare_ = open_spare();
+  return s || would_block(s.err());
 }
 
 }  // namespace courier::net::detail

@@ -18,11 +18,14 @@ struct parsed {
   double timeout_seconds = 10.0;
   std::string name;
   std::size_t buffersize = 0;
+  std::size_t max_frame = 0;
+  std::size_t max_connections = 0;
+  std::size_t max_memory = 0;
   bool silent = false;
   int debug = 0;
 };
 
-void declare(CLI::App& app, parsed& into) {
+void declare(CLI::App& app, parsed& into, program_kind kind) {
   auto* pipe = app.add_flag("--pipe", into.pipe, "Talk over a socket pair to a child process (the default; the "
                                                  "client names the server program after @)");
   auto* uds = app.add_flag("--uds", into.uds, "Talk over a Unix-domain socket (needs --file)");
@@ -38,7 +41,9 @@ void declare(CLI::App& app, parsed& into) {
       ->check(CLI::Range(0, 65535))
       ->needs(tcp)
       ->type_name("PORT");
-  app.add_option("--timeout", into.timeout_seconds, "Time-out in seconds for connect, handshake and calls (default 10)")
+  app.add_option("--timeout", into.timeout_seconds,
+                 kind == program_kind::client ? "Time-out in seconds for connect, handshake and calls (default 10)"
+                                              : "Time-out in seconds for a client's handshake (default 10)")
       ->check(CLI::PositiveNumber)
       ->type_name("SEC");
   app.add_option("--name", into.name, "The name this program gives itself in logs and its handshake")
@@ -47,18 +52,46 @@ void declare(CLI::App& app, parsed& into) {
   app.add_option("--buffersize", into.buffersize, "Socket buffer size in bytes (0: the kernel's default)")
       ->check(CLI::NonNegativeNumber)
       ->type_name("N");
+  app.add_option("--max-frame", into.max_frame,
+                 "The largest frame accepted, in bytes (65536 to 4294967295; default 16 MiB)")
+      ->check(CLI::Range(std::size_t{65536}, std::size_t{0xffffffff}))
+      ->type_name("N");
+  if (kind == program_kind::server) {
+    app.add_option("--max-connections", into.max_connections,
+                   "Connections served at once; more are refused with an ERROR (0: no limit)")
+        ->check(CLI::NonNegativeNumber)
+        ->type_name("N");
+    app.add_option("--max-memory", into.max_memory,
+                   "Receive memory in bytes all connections may hold for frames still arriving; a frame past it "
+                   "ends its connection with an ERROR (0: no limit)")
+        ->check(CLI::NonNegativeNumber)
+        ->type_name("N");
+  }
   app.add_flag("--silent", into.silent, "Print nothing but errors");
-  app.add_option("--debug", into.debug, "Diagnostic verbosity (0: none)")->check(CLI::NonNegativeNumber)->type_name("N");
+  app.add_option("--debug", into.debug,
+                 "Diagnostics on stderr: 1 connections opened and ended (with the reason), 2 also the protocol's own "
+                 "frames (0: none)")
+      ->check(CLI::NonNegativeNumber)
+      ->type_name("N");
 }
 
-std::unique_ptr<CLI::App> make_app(std::string_view program_name, parsed& into, const extra_options& extra) {
-  auto app = std::make_unique<CLI::App>("Transport options: --pipe (default, client: @ server args...), --uds "
-                                        "--file PATH, --tcp [--host H] --port P",
-                                        std::string(program_name));
-  declare(*app, into);
+std::unique_ptr<CLI::App> make_app(std::string_view program_name, parsed& into, const extra_options& extra,
+                                   program_kind kind) {
+  const std::string name(program_name);
+  auto app = kind == program_kind::client
+                 ? std::make_unique<CLI::App>("Transport options: --pipe (the default: @ server args...), --uds "
+                                              "--file PATH, --tcp [--host H] --port P",
+                                              name)
+                 : std::make_unique<CLI::App>("Transport options: --uds --file PATH, --tcp [--host H] --port P; "
+                                              "started by a pipe client, it serves its stdin (--pipe)",
+                                              name);
+  declare(*app, into, kind);
   if (extra) extra(*app);
-  app->footer("A pipe client starts its server itself: " + std::string(program_name) +
-              " [options] @ server-program [server-options]");
+  if (kind == program_kind::client)
+    app->footer("A pipe client starts its server itself: " + name + " [options] @ server-program [server-options]");
+  else
+    app->footer("Serves until SIGINT or SIGTERM: " + name + " --uds --file PATH [options]  or  " + name +
+                " --tcp --port P [options]; a pipe client starts it itself: client @ " + name);
   return app;
 }
 
@@ -67,7 +100,7 @@ courier::error invalid(std::string text) { return {errc::invalid_argument, std::
 }  // namespace
 
 courier::result<options> parse_options(int argc, const char* const* argv, std::string_view program_name,
-                                       const extra_options& extra) {
+                                       const extra_options& extra, program_kind kind) {
   std::vector<std::string> words;
   std::vector<std::string> command;
   bool after_at = false;
@@ -78,7 +111,7 @@ courier::result<options> parse_options(int argc, const char* const* argv, std::s
   }
 
   parsed values;
-  auto app = make_app(program_name, values, extra);
+  auto app = make_app(program_name, values, extra, kind);
   std::reverse(words.begin(), words.end());  // CLI11 takes the arguments last-first
   try {
     app->parse(words);
@@ -91,44 +124,61 @@ courier::result<options> parse_options(int argc, const char* const* argv, std::s
     wanted.help = true;
     return wanted;
   } catch (const CLI::ParseError& e) {
-    return invalid(std::string(program_name) + ": " + e.what());
+    return invalid(e.what());
   }
 
   options result;
   endpoint& where = result.where;
   if (values.uds) {
-    if (values.file.empty()) return invalid(std::string(program_name) + ": --uds needs --file PATH");
+    if (values.file.empty()) return invalid("--uds needs --file PATH");
     where.kind = endpoint::kind_t::uds;
     where.file = values.file;
   } else if (values.tcp) {
-    if (app->count("--port") == 0) return invalid(std::string(program_name) + ": --tcp needs --port P");
-    if (values.host.empty()) return invalid(std::string(program_name) + ": --host needs a host name or address");
+    if (app->count("--port") == 0) return invalid("--tcp needs --port P");
+    if (values.host.empty()) return invalid("--host needs a host name or address");
     where.kind = endpoint::kind_t::tcp;
     where.host = values.host;
     where.port = values.port;
   } else {
     where.kind = endpoint::kind_t::pipe;
   }
+  if (after_at && kind == program_kind::server)
+    return invalid("'@ server...' is for clients: a server is started by its pipe client, or serves --uds or --tcp");
   if (after_at) {
     if (where.kind != endpoint::kind_t::pipe)
-      return invalid(std::string(program_name) + ": '@ server...' starts a pipe server; it does not go with --" +
+      return invalid(std::string("'@ server...' starts a pipe server; it does not go with --") +
                      to_string(where.kind));
-    if (command.empty()) return invalid(std::string(program_name) + ": '@' must be followed by the server program");
+    if (command.empty()) return invalid("'@' must be followed by the server program");
     where.command = std::move(command);
   }
   result.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(values.timeout_seconds * 1000.0 + 0.5));
-  if (result.timeout.count() <= 0) return invalid(std::string(program_name) + ": --timeout must be at least 1 ms");
+  if (result.timeout.count() <= 0) return invalid("--timeout must be at least 1 ms");
   result.name = std::move(values.name);
   result.buffersize = values.buffersize;
+  result.max_frame = values.max_frame;
+  result.max_connections = values.max_connections;
+  result.max_memory = values.max_memory;
   result.silent = values.silent;
   result.debug = values.debug;
   return result;
 }
 
-std::string options_help(std::string_view program_name, const extra_options& extra) {
+std::string options_help(std::string_view program_name, const extra_options& extra, program_kind kind) {
   parsed ignored;
-  auto app = make_app(program_name, ignored, extra);
+  auto app = make_app(program_name, ignored, extra, kind);
   return app->help();
+}
+
+connection_config config_from(const options& opts, connection_config base) {
+  if (!opts.name.empty()) base.name = opts.name;
+  base.handshake_timeout = opts.timeout;
+  base.connect_timeout = opts.timeout;
+  base.socket_buffer_size = opts.buffersize;
+  if (opts.max_frame != 0) base.limits.max_frame_size = static_cast<std::uint32_t>(opts.max_frame);
+  base.max_connections = opts.max_connections;
+  base.max_receive_memory = opts.max_memory;
+  base.debug = opts.debug;
+  return base;
 }
 
 }  // namespace courier::net

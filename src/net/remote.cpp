@@ -29,16 +29,33 @@ void write_error_frame(connection& c, std::uint64_t tid, std::uint64_t ctx, cour
   (void)wire::encode_error(c.frames(), tid, ctx, error_to_wire(e), text, tok);
 }
 
-connection_base::connection_base(std::shared_ptr<node_core> node, socket sock, wire::role role, const connection_config& cfg)
-    : node_(std::move(node)), conn_(std::move(sock), role, cfg) {}
+connection_base::connection_base(std::shared_ptr<node_core> node, socket sock, wire::role role, const connection_config& cfg,
+                                 std::shared_ptr<listener_share> share)
+    : node_(std::move(node)),
+      share_(std::move(share)),
+      conn_(std::move(sock), role, cfg, share_ ? share_->memory : nullptr) {
+  if (share_) share_->connections.fetch_add(1, std::memory_order_acq_rel);
+}
 
-connection_base::~connection_base() { detach(); }
+connection_base::~connection_base() {
+  detach();
+  leave_share();
+}
 
-void connection_base::attach(std::unique_ptr<io_link> link, courier::detail::actor_base* actor) {
+// Counted among its listener's connections from construction until it stops (or is destroyed
+// without having started): what is still referenced after its stop (a served call's pending
+// reply) no longer counts against max_connections.
+void connection_base::leave_share() noexcept {
+  if (share_) share_->connections.fetch_sub(1, std::memory_order_acq_rel);
+  share_.reset();
+}
+
+void connection_base::attach(std::unique_ptr<io_link> link, courier::detail::actor_base* actor,
+                             void (*close)(courier::detail::actor_base*)) {
   self_base_ = actor;
   link_ = std::move(link);
   link_->fd = conn_.fd();
-  node_->enter(actor);
+  node_->enter(actor, close);
   conn_.start();
   // Edge-triggered: one wake-up per change of readiness; the actor reads until EAGAIN, so a
   // socket that stays readable does not keep its poller spinning while it waits.
@@ -52,19 +69,16 @@ void connection_base::detach() noexcept {
   node_->io().remove(link_->fd);  // waits for an on_io running on another thread
   link_.reset();
   conn_.close_socket();  // the peer sees the end now, not when the last reference goes
+  leave_share();
   node_->leave(self_base_);
 }
+
+bool connection_base::node_io_add(int fd, io_handler* handler) {
+  return static_cast<bool>(node_->io().add(fd, EPOLLIN, handler));
+}
+
+void connection_base::node_io_remove(int fd) noexcept { node_->io().remove(fd); }
 
 }  // namespace detail
 }  // namespace courier::net
 
-namespace courier::net::detail {
-
-std::chrono::nanoseconds tick_period(const connection_config& cfg) noexcept {
-  std::chrono::milliseconds shortest = cfg.handshake_timeout;
-  if (cfg.ping_interval.count() > 0) shortest = std::min(shortest, cfg.ping_interval);
-  if (cfg.close_timeout.count() > 0) shortest = std::min(shortest, cfg.close_timeout);
-  return std::max<std::chrono::nanoseconds>(shortest / 4, std::chrono::milliseconds(10));
-}
-
-}  // namespace courier::net::detail

@@ -91,7 +91,10 @@ child_process::child_process(pid_t pid) noexcept : pid_(pid) {
 }
 
 child_process::child_process(child_process&& other) noexcept
-    : pid_(std::exchange(other.pid_, -1)), pidfd_(std::exchange(other.pidfd_, -1)), status_(other.status_) {}
+    : pid_(std::exchange(other.pid_, -1)),
+      pidfd_(std::exchange(other.pidfd_, -1)),
+      status_(other.status_),
+      by_signal_(other.by_signal_) {}
 
 child_process& child_process::operator=(child_process&& other) noexcept {
   if (this != &other) {
@@ -99,6 +102,7 @@ child_process& child_process::operator=(child_process&& other) noexcept {
     pid_ = std::exchange(other.pid_, -1);
     pidfd_ = std::exchange(other.pidfd_, -1);
     status_ = other.status_;
+    by_signal_ = other.by_signal_;
   }
   return *this;
 }
@@ -134,6 +138,7 @@ std::optional<int> child_process::try_wait() noexcept {
     status_ = WEXITSTATUS(raw);
   } else if (WIFSIGNALED(raw)) {
     status_ = 128 + WTERMSIG(raw);
+    by_signal_ = true;
   } else {
     return std::nullopt;  // stopped or continued: still alive
   }
@@ -168,7 +173,7 @@ void child_process::kill(int sig) noexcept {
 std::string child_process::describe_exit() const {
   if (!status_) return "still running";
   if (*status_ < 0) return "exited (status unknown: reaped elsewhere)";
-  if (*status_ > 128) {
+  if (by_signal_) {
     const int sig = *status_ - 128;
     const char* name = ::strsignal(sig);
     return "killed by signal " + std::to_string(sig) + (name ? std::string(" (") + name + ")" : std::string());

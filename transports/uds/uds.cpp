@@ -39,15 +39,15 @@ courier::result<connected> connect_uds(const endpoint& where, std::chrono::milli
   return connected{std::move(*sock), std::nullopt};
 }
 
-/// Whether a server accepts connections on the socket file at `address` right now.
+/// Whether a server listens on the socket file at `address` right now. Non-blocking: a blocking
+/// connect to a live server whose backlog is full waits until the backlog drains, which may be
+/// never; EAGAIN (backlog full) means alive, ECONNREFUSED means nobody listens (a stale file).
 bool someone_listens(const sockaddr_un& address) {
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
   socket probe(fd);
-  // Blocking on purpose: a unix-socket connect completes or fails at once (EAGAIN: backlog full,
-  // which also means alive).
   const int outcome = ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address);
-  return outcome == 0 || errno == EAGAIN;
+  return outcome == 0 || errno == EAGAIN || errno == EINPROGRESS;
 }
 
 courier::result<listener> listen_uds(const endpoint& where) {

@@ -15,6 +15,7 @@
 ///
 /// Thread-safety: not thread-safe; owned by one connection actor (one thread at a time).
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -70,12 +71,42 @@ struct connection_config {
   std::size_t mailbox_capacity = 16 * 1024;
   /// A peer that has not completed the handshake by then is disconnected.
   std::chrono::milliseconds handshake_timeout{10'000};
+  /// Client: how long connect() may take to reach the server (the handshake then has its own time).
+  std::chrono::milliseconds connect_timeout{10'000};
+  /// SO_SNDBUF and SO_RCVBUF of the connection's socket, in bytes (0: the kernel's defaults).
+  std::size_t socket_buffer_size = 0;
+  /// Server (serve()): connections served at once on this endpoint; one more gets ERROR 260
+  /// ("too many connections") as its first frame and is closed. 0: no limit.
+  std::size_t max_connections = 0;
+  /// Server (serve()): receive memory in bytes that all connections of this endpoint together may
+  /// hold for frames still arriving (a frame's block grows with the bytes received, never ahead of
+  /// them); a connection whose frame would pass it is ended with a fatal ERROR. 0: no limit.
+  std::size_t max_receive_memory = 0;
+  /// Diagnostics on stderr: 1 a line when the connection opens and when it ends (with why).
+  int debug = 0;
   /// Keepalive: a ping after this much silence; the peer is dead after `dead_after_intervals`
   /// intervals without a byte (docs/protocol.md). 0 turns keepalive off.
   std::chrono::milliseconds ping_interval{10'000};
   std::uint32_t dead_after_intervals = 3;
   /// After our close, the peer's close must come within this time.
   std::chrono::milliseconds close_timeout{10'000};
+};
+
+/// Receive memory shared by the connections of one endpoint (connection_config::max_receive_memory):
+/// each connection adds the size of every receive block it allocates and takes it back when it
+/// lets the block go. Thread-safety: atomic; shared by connections on any threads.
+struct receive_memory {
+  explicit receive_memory(std::size_t cap) noexcept : limit(cap) {}
+  const std::size_t limit;
+  std::atomic<std::size_t> used{0};
+};
+
+/// A frame queued during the handshake that turned out larger than the peer accepts: it was not
+/// sent, and its owner fails the call (or counts the send) it was.
+struct withdrawn_frame {
+  wire::kind kind{};
+  std::uint64_t transaction_id = 0;
+  std::size_t size = 0;
 };
 
 /// Counters a connection keeps (read by its actor; tests and the benchmark print them).
@@ -94,7 +125,8 @@ struct connection_stats {
 
 class connection {
  public:
-  connection(socket sock, wire::role role, const connection_config& cfg);
+  /// `memory`, if given, is the budget this connection's receive blocks count against.
+  connection(socket sock, wire::role role, const connection_config& cfg, std::shared_ptr<receive_memory> memory = nullptr);
   connection(const connection&) = delete;
   connection& operator=(const connection&) = delete;
   ~connection();
@@ -135,10 +167,16 @@ class connection {
   /// the last one).
   void reply_sent() { session_.reply_sent(out_); }
 
-  /// Runs the session's time-outs (handshake, keepalive ping, dead peer, close); call it at
-  /// next_deadline() at the latest.
-  void tick();
-  std::chrono::steady_clock::time_point next_deadline() const noexcept { return session_.next_deadline(); }
+  /// Runs the time-outs: the session's (handshake, keepalive ping, dead peer, close) while
+  /// `reading` (a connection that leaves the socket unread learns nothing from silence), and,
+  /// reading or not, output that made no progress for the dead-peer time (the peer reads nothing).
+  /// Call it at next_deadline(reading) at the latest.
+  void tick(bool reading = true);
+  std::chrono::steady_clock::time_point next_deadline(bool reading = true) const noexcept;
+
+  /// Frames queued during the handshake that the peer's announced frame size turned away; the
+  /// owner takes them once (the list is cleared).
+  std::vector<withdrawn_frame> take_withdrawn() { return std::exchange(withdrawn_, {}); }
 
   /// The peer's handshake was accepted (the connection may have finished since).
   bool open() const noexcept { return opened_; }
@@ -164,11 +202,22 @@ class connection {
 
  private:
   void after_session_step();
+  void release_held();
   void finish(courier::error why);
   void compact() noexcept;
-  bool make_room();
+  enum class room : std::uint8_t { ready, stalled, failed };
+  room make_room();
   wire::shared_block* free_block(std::size_t need);
+  wire::shared_block* new_block(std::size_t capacity);
+  void drop_block(wire::shared_block* b);
   std::size_t pending_frame_size() const noexcept;
+  /// Our limits, with the frame size the session accepts now (smaller before the handshake).
+  wire::limits frame_limits() const noexcept {
+    wire::limits l = cfg_.limits;
+    l.max_frame_size = static_cast<std::uint32_t>(session_.frame_limit());
+    return l;
+  }
+  std::chrono::milliseconds dead_after() const noexcept { return cfg_.ping_interval * cfg_.dead_after_intervals; }
   template <class Handler>
   void deliver(Handler& handler);
 
@@ -178,11 +227,16 @@ class connection {
   wire::out_buffer out_;
   wire::out_buffer held_;
   std::size_t written_ = 0;
+  std::shared_ptr<receive_memory> memory_;
+  std::size_t counted_ = 0;              // bytes of blocks_ counted against memory_
+  std::vector<withdrawn_frame> withdrawn_;
+  std::chrono::steady_clock::time_point blocked_since_{};  // output waiting with no progress since
   std::vector<wire::block_ref> blocks_;  // the receive blocks we hold a reference to
   wire::shared_block* cur_ = nullptr;    // the one being read into (one of blocks_)
   std::size_t begin_ = 0;                // cur_[begin_, end_): read, not yet handed to the session
   std::size_t end_ = 0;
   bool stalled_ = false;
+  std::chrono::steady_clock::time_point arrived_{};  // when the last read returned bytes
   connection_stats stats_;
   wire::limits send_limits_;
   bool opened_ = false;
@@ -200,7 +254,9 @@ bool connection::receive(Handler& handler, std::size_t max_bytes) {
   // has room for n more frames passes n headers' worth and never gets more than n.
   const std::size_t budget = max_bytes < cfg_.read_budget ? max_bytes : cfg_.read_budget;
   while (!finished_ && taken < budget) {
-    if (!make_room()) {
+    const room ready = make_room();
+    if (ready == room::failed) return false;
+    if (ready == room::stalled) {
       stalled_ = true;
       ++stats_.read_stalls;
       return false;
@@ -211,7 +267,7 @@ bool connection::receive(Handler& handler, std::size_t max_bytes) {
     if (r.status == io_result::would_block) return false;
     if (r.status == io_result::eof) {
       // A partial frame left over goes to the session, which reports it as truncated.
-      if (begin_ != end_) session_.feed({cur_->data() + begin_, end_ - begin_}, out_, handler);
+      if (begin_ != end_) session_.feed({cur_->data() + begin_, end_ - begin_}, out_, handler, std::chrono::steady_clock::now());
       begin_ = end_;
       session_.on_eof();
       after_session_step();
@@ -226,6 +282,9 @@ bool connection::receive(Handler& handler, std::size_t max_bytes) {
     stats_.bytes_in += r.bytes;
     taken += r.bytes;
     end_ += r.bytes;
+    // Every byte shows the peer alive, a frame still arriving too (docs/protocol.md section 12).
+    arrived_ = std::chrono::steady_clock::now();
+    session_.note_received(arrived_);
     deliver(handler);
   }
   return !finished_;
@@ -250,7 +309,8 @@ void connection::deliver(Handler& handler) {
     const std::uint64_t size =
         std::uint64_t{wire::header_size} + wire::detail::load_le<std::uint32_t>(cur_->data() + p + wire::offset::body_length);
     if (have < size) {
-      if (!wire::parse_header(std::span<const std::byte, wire::header_size>(cur_->data() + p, wire::header_size), cfg_.limits))
+      if (!wire::parse_header(std::span<const std::byte, wire::header_size>(cur_->data() + p, wire::header_size),
+                              frame_limits()))
         p = end_;
       break;
     }
@@ -261,7 +321,7 @@ void connection::deliver(Handler& handler) {
   // Handed over before the handler runs: a handler that throws ends the connection actor's turn
   // (and the actor), so the frames after it in this chunk are not read again.
   begin_ = p;
-  session_.feed({cur_->data() + from, p - from}, out_, handler);
+  session_.feed({cur_->data() + from, p - from}, out_, handler, arrived_);
   after_session_step();
 }
 

@@ -25,8 +25,11 @@
 ///   test) like any message from another thread.
 ///
 /// Lifetime: declare the node after the system, so it is destroyed first. Destroying it (or
-/// stop()) stops accepting, closes every connection (calls in flight fail with
-/// errc::connection_lost) and joins its thread if it has one. On the driving thread of an
+/// stop()) stops accepting and closes every connection in order (docs/protocol.md section 11):
+/// each sends close; a served call received before it is still answered, later ones are refused
+/// with 260; a client's calls in flight still get their answers. Whatever is still open after the
+/// grace (2 s by default) is closed at once, and its calls in flight fail with
+/// errc::connection_lost. stop() joins the node's thread if it has one. On the driving thread of an
 /// embedded or deterministic system, stop() runs the system while the connections close (as
 /// `ask` does), since nobody else would.
 ///
@@ -58,6 +61,8 @@ namespace courier::net {
 
 namespace detail {
 
+class acceptor;
+
 /// What the node and its connection actors share: the reactor, the connections alive (to close
 /// them at stop), and who polls the reactor. The system polls it through courier::detail::io_poller
 /// where it can (a threaded system's workers when they would park; an embedded system's host
@@ -71,12 +76,13 @@ class node_core {
   courier::system& system() noexcept { return sys_; }
   net::reactor& io() noexcept { return reactor_; }
 
-  /// A connection actor started (counted, and closed at stop) or stopped.
-  void enter(courier::detail::actor_base* connection);
+  /// A connection actor started (counted, and closed at stop through `close`, which queues it a
+  /// close_request) or stopped. The node holds a reference to each while it is listed.
+  void enter(courier::detail::actor_base* connection, void (*close)(courier::detail::actor_base*));
   void leave(courier::detail::actor_base* connection) noexcept;
 
   /// Keeps a listener (its accept handler) until stop.
-  void keep(std::unique_ptr<owned_handler> acceptor);
+  void keep(std::unique_ptr<acceptor> a);
 
   /// Stops accepting, asks every connection to close, and stops polling the reactor once they
   /// are gone (or after `grace`).
@@ -106,8 +112,12 @@ class node_core {
   bool by_system_ = false;
   mutable std::mutex mutex_;
   std::condition_variable changed_;
-  std::vector<courier::detail::actor_base*> connections_;
-  std::vector<std::unique_ptr<owned_handler>> acceptors_;
+  struct listed {
+    courier::detail::actor_base* actor;
+    void (*close)(courier::detail::actor_base*);
+  };
+  std::vector<listed> connections_;
+  std::vector<std::unique_ptr<acceptor>> acceptors_;
   bool ever_connected_ = false;
   bool stopped_ = false;
   std::atomic<bool> stopping_{false};
@@ -115,16 +125,49 @@ class node_core {
 };
 
 /// Accepts on a listener when it is ready and starts one server_connection per socket.
+///
+/// Refusals are said on the wire, never by silence: a connection past max_connections, or one
+/// accepted while the process is out of descriptors, gets ERROR 260 as its first frame (with a
+/// text that says why) and is closed. Out of descriptors, it accepts with a spare descriptor it
+/// keeps for that (closed, accept, refuse, reopened); when even that fails it is `starved` and
+/// accepts again as soon as one of the node's connections closes (node_core::leave), since the
+/// listener is edge-triggered and would not report the waiting connections again.
+///
+/// Thread-safety: on_io runs on a poller and retry() on whichever thread closed a connection;
+/// both take the acceptor's lock.
 class acceptor final : public owned_handler {
  public:
-  acceptor(net::listener l, std::function<void(socket)> start) : listener_(std::move(l)), start_(std::move(start)) {}
+  acceptor(net::listener l, std::function<void(socket)> start, std::shared_ptr<listener_share> share,
+           std::size_t max_connections);
+  ~acceptor();
   void on_io(std::uint32_t) noexcept override;
+  /// Accepts again if the last round ran out of descriptors.
+  void retry() noexcept;
   net::listener& listening() noexcept { return listener_; }
 
  private:
+  void accept_all() noexcept;
+  bool refuse_with_spare() noexcept;
+
+  std::mutex mutex_;
   net::listener listener_;
   std::function<void(socket)> start_;
+  std::shared_ptr<listener_share> share_;
+  std::size_t max_connections_;
+  int spare_ = -1;  // a descriptor held back to accept-and-refuse while out of descriptors
+  std::atomic<bool> starved_{false};
 };
+
+/// Writes ERROR `code` (transaction id 0) with `text` to a just-accepted socket and closes it: a
+/// refusal the peer reads instead of its handshake (docs/protocol.md section 8).
+void refuse(socket& sock, std::uint32_t code, std::string_view text) noexcept;
+
+/// A listener's share for its connections: their count and, with max_receive_memory, the budget.
+inline std::shared_ptr<listener_share> make_share(const connection_config& cfg) {
+  auto share = std::make_shared<listener_share>();
+  if (cfg.max_receive_memory != 0) share->memory = std::make_shared<receive_memory>(cfg.max_receive_memory);
+  return share;
+}
 
 }  // namespace detail
 
@@ -147,7 +190,7 @@ class node {
   /// an embedded system) it returns at once and the first call reports such a failure.
   template <class I>
   courier::result<actor_ref<I>> connect(const endpoint& where, const connection_config& cfg = {}) {
-    auto c = net::connect(where);
+    auto c = net::connect(where, cfg.connect_timeout);
     if (!c) return c.err();
     return start_client<I>(std::move(c->sock), std::move(c->child), cfg, "connect " + to_string(where));
   }
@@ -164,7 +207,8 @@ class node {
   template <class I>
   courier::result<void> serve_connection(actor_ref<I> target, socket connected, const connection_config& cfg = {}) {
     if (auto ok = make_nonblocking(connected.fd()); !ok) return ok.err();
-    core_->system().template spawn<server_connection<I>>(core_, std::move(connected), std::move(target), cfg);
+    core_->system().template spawn<server_connection<I>>(core_, std::move(connected), std::move(target), cfg,
+                                                         detail::make_share(cfg));
     return {};
   }
 
@@ -176,9 +220,14 @@ class node {
     if (!l) return l.err();
     serving s{l->describe(), l->port()};
     std::weak_ptr<detail::node_core> weak = core_;
-    auto a = std::make_unique<detail::acceptor>(std::move(*l), [weak, target, cfg](socket sock) {
-      if (auto core = weak.lock()) core->system().template spawn<server_connection<I>>(core, std::move(sock), target, cfg);
-    });
+    auto share = detail::make_share(cfg);
+    auto a = std::make_unique<detail::acceptor>(
+        std::move(*l),
+        [weak, target, cfg, share](socket sock) {
+          if (auto core = weak.lock())
+            core->system().template spawn<server_connection<I>>(core, std::move(sock), target, cfg, share);
+        },
+        share, cfg.max_connections);
     const int fd = a->listening().fd();
     if (auto ok = core_->io().add(fd, EPOLLIN | EPOLLET, a.get()); !ok) return ok.err();
     core_->keep(std::move(a));

@@ -50,10 +50,15 @@ namespace courier::net {
 
 /// Readiness of the connection's socket, from whoever polls the reactor (at most one queued at a time).
 struct io_ready {};
-/// The session's clock: handshake and close time-outs, keepalive pings, dead-peer detection.
+/// The session's clock: handshake and close time-outs, keepalive pings, dead-peer detection. One
+/// is on its way at a time, due at the connection's next deadline.
 struct session_tick {};
 /// A connection whose receive blocks were all held looks again (one pending at a time).
 struct read_retry {};
+/// The node is stopping: close in order (calls received are still answered, new ones refused).
+struct close_request {};
+/// A pipe client's server process exited (its pidfd turned readable), or the wait for it is over.
+struct child_exited {};
 
 namespace detail {
 
@@ -74,16 +79,22 @@ class io_link : public owned_handler {
   int fd = -1;
 };
 
-/// Queues io_ready on the normal lane without the capacity check (as a timer's message): a
+/// Queues `Msg` on the normal lane without the capacity check (as a timer's message): a
 /// connection with a bounded mailbox (connection_config::mailbox_capacity) must never lose its
-/// readiness, which edge-triggered epoll reports once.
-template <class Conn>
-void post_io_ready(const actor_ref<Conn>& ref) {
-  auto* slot = courier::detail::make_message<io_ready>(ref.template message_index<io_ready>(), nullptr, io_ready{});
-  if (!ref.base()->enqueue(slot)) pool::destroy(slot);  // stopped: nothing left to read for
+/// readiness, which edge-triggered epoll reports once, nor its node's request to close.
+template <class Msg, class Conn>
+void post_to_connection(courier::detail::actor_base* base) {
+  auto* slot = courier::detail::make_message<Msg>(Conn::template type_index<Msg>, nullptr, Msg{});
+  if (!base->enqueue(slot)) pool::destroy(slot);  // stopped: nothing left to do
 }
 
 template <class Conn>
+void post_io_ready(const actor_ref<Conn>& ref) {
+  post_to_connection<io_ready, Conn>(ref.base());
+}
+
+/// A registration that queues `Msg` (at most one at a time) when its descriptor turns ready.
+template <class Conn, class Msg = io_ready>
 class io_link_for final : public io_link {
  public:
   explicit io_link_for(actor_ref<Conn> r) : ref(std::move(r)) {}
@@ -91,7 +102,7 @@ class io_link_for final : public io_link {
     if (!alive.load(std::memory_order_acquire)) return;
     if (!queued.exchange(true, std::memory_order_acq_rel)) {
       try {
-        post_io_ready(ref);
+        post_to_connection<Msg, Conn>(ref.base());
       } catch (...) {
         queued.store(false, std::memory_order_release);  // out of memory: the next readiness retries
       }
@@ -100,28 +111,62 @@ class io_link_for final : public io_link {
   actor_ref<Conn> ref;
 };
 
+/// What one listener shares with the connections it accepted: how many are alive (for
+/// connection_config::max_connections) and the receive memory they may hold.
+struct listener_share {
+  std::atomic<std::size_t> connections{0};
+  std::shared_ptr<receive_memory> memory;
+};
+
 /// What both connection actors share: the node's services (reactor, registry of live
 /// connections), the connection's bytes, and its reactor link.
 class connection_base {
  public:
-  connection_base(std::shared_ptr<node_core> node, socket sock, wire::role role, const connection_config& cfg);
+  connection_base(std::shared_ptr<node_core> node, socket sock, wire::role role, const connection_config& cfg,
+                  std::shared_ptr<listener_share> share = nullptr);
   ~connection_base();
 
  protected:
-  /// Registers with the reactor and queues the handshake; `actor` is the connection actor.
-  void attach(std::unique_ptr<io_link> link, courier::detail::actor_base* actor);
+  /// Registers with the reactor and queues the handshake; `actor` is the connection actor, and
+  /// `close` queues a close_request to it (the node calls it when it stops).
+  void attach(std::unique_ptr<io_link> link, courier::detail::actor_base* actor,
+              void (*close)(courier::detail::actor_base*));
   /// Stops receiving readiness, closes the socket, forgets the actor in the node's registry.
   void detach() noexcept;
   /// Clears the queued flag: readiness after this point queues a new io_ready.
   void rearm() noexcept { link_->queued.store(false, std::memory_order_release); }
   /// Writes what is queued; on failure the connection finishes.
   void flush() { conn_.flush(); }
+  /// Another descriptor of this connection's (a pipe server's pidfd) watched for readability.
+  bool node_io_add(int fd, io_handler* handler);
+  void node_io_remove(int fd) noexcept;
+  void leave_share() noexcept;
+
+  /// Keeps one session_tick on its way, due at the connection's next deadline: a tick already
+  /// armed for that time or earlier stays (one that fires early only re-arms). Called at the end
+  /// of every turn, so a deadline that moved closer (a close started) is armed at once.
+  template <class Conn>
+  void arm_clock(const actor_ref<Conn>& self, bool reading) {
+    const auto due = conn_.next_deadline(reading);
+    if (due == std::chrono::steady_clock::time_point::max() || due >= clock_due_) return;
+    clock_.cancel();
+    const auto now = std::chrono::steady_clock::now();
+    const auto wait = due <= now ? std::chrono::nanoseconds(0) : std::chrono::ceil<std::chrono::nanoseconds>(due - now);
+    clock_ = self.delayed_send(session_tick{}, wait);
+    clock_due_ = due;
+  }
+  /// The armed tick arrived.
+  void clock_fired() noexcept { clock_due_ = std::chrono::steady_clock::time_point::max(); }
 
   std::shared_ptr<node_core> node_;
+  std::shared_ptr<listener_share> share_;
   connection conn_;
   std::unique_ptr<io_link> link_;
   courier::detail::actor_base* self_base_ = nullptr;
+  timer_handle clock_;  // the session_tick on its way
+  std::chrono::steady_clock::time_point clock_due_ = std::chrono::steady_clock::time_point::max();
   bool retry_pending_ = false;  // a read_retry is on its way
+  bool closing_ = false;        // a close_request arrived
 };
 
 /// Every receive block is still viewed by messages in other actors' mailboxes: nothing tells the
@@ -132,10 +177,6 @@ void retry_read_later(const actor_ref<Conn>& self, bool& pending) {
   pending = true;
   self.delayed_send(read_retry{}, std::chrono::milliseconds(1));
 }
-
-/// How often a connection runs its session's clock: a quarter of the shortest time-out, at
-/// least 10 ms (a time-out fires at most a quarter late).
-std::chrono::nanoseconds tick_period(const connection_config& cfg) noexcept;
 
 /// An error code for an ERROR frame and its text.
 void write_error_frame(connection& c, std::uint64_t tid, std::uint64_t ctx, courier::token tok, const courier::error& e);
@@ -154,7 +195,8 @@ class interface_messages<courier::interface<Rs(Ms)...>> {
 /// The client side of a connection: an actor that implements `I` by forwarding to the peer.
 template <class I>
 class client_connection
-    : public detail::interface_messages<I>::template actor_base<client_connection<I>, io_ready, session_tick, read_retry>,
+    : public detail::interface_messages<I>::template actor_base<client_connection<I>, io_ready, session_tick, read_retry,
+                                                                  close_request, child_exited>,
       private detail::connection_base {
   using table = wire_interface<I>;
 
@@ -169,8 +211,9 @@ class client_connection
         calls_(round_up_pow2(cfg.max_in_flight)) {}
 
   void on_start() {
-    attach(std::make_unique<detail::io_link_for<client_connection>>(this->self()), this);
-    ticks_ = this->send_periodic(detail::tick_period(conn_.config()), session_tick{});
+    attach(std::make_unique<detail::io_link_for<client_connection>>(this->self()), this,
+           &detail::post_to_connection<close_request, client_connection>);
+    watch_child();
     drain();
   }
 
@@ -243,9 +286,28 @@ class client_connection
   }
 
   void on(const session_tick&) {
-    // While every receive block is held we do not read, so silence says nothing about the peer.
-    if (!conn_.read_stalled()) conn_.tick();
+    clock_fired();
+    // While every receive block is held, or while we leave the socket unread because the peer
+    // does not read what we send, silence says nothing about the peer.
+    conn_.tick(reading());
     if (conn_.finished()) lose();
+  }
+
+  // The node is stopping: an orderly close; the calls in flight are still answered by the peer
+  // (new ones fail at the call), and the connection ends once the close completes.
+  void on(const close_request&) {
+    closing_ = true;
+    conn_.close("client stopping");
+    if (conn_.finished()) lose();
+  }
+
+  void on(const child_exited&) {
+    if (child_link_) {
+      node_io_remove(child_link_->fd);  // before the reap closes the pidfd
+      child_link_.reset();
+    }
+    reap_child();
+    if (lost_ && !stopped_) finish_lose();
   }
 
   void on_turn_end() {
@@ -255,17 +317,29 @@ class client_connection
       return;
     }
     watch_outbound();
+    if (paused_reading_ && conn_.unwritten() <= conn_.config().outbound_high_water / 2) {
+      paused_reading_ = false;
+      drain();
+      if (conn_.wants_write()) flush();
+    }
+    withdraw_held();
+    arm_clock(this->self(), reading());
   }
 
   void on_stop() {
-    ticks_.cancel();  // the timer holds a ref to this actor until it ends
+    clock_.cancel();  // the timer holds a ref to this actor until it ends
+    child_wait_.cancel();
     fail_all(conn_.finished() ? why() : courier::error(errc::connection_lost, "the connection was stopped"));
     if (conn_.open() && !conn_.finished()) {
       conn_.close("client stopped");
       flush();
     }
+    if (child_link_) {
+      node_io_remove(child_link_->fd);
+      child_link_.reset();
+    }
     detach();
-    reap_child(std::chrono::milliseconds(0));
+    reap_child();
   }
 
   // The session's application frames: replies and errors of our calls (anything else is the
@@ -361,9 +435,22 @@ class client_connection
     if (left > outbound_peak_.load(std::memory_order_relaxed)) outbound_peak_.store(left, std::memory_order_relaxed);
   }
 
+  bool reading() const noexcept { return !paused_reading_ && !conn_.read_stalled(); }
+
+  // Reads while the peer reads what we send: above outbound_high_water the socket is left unread
+  // (as a server does), so a peer that writes pings or calls and never reads our pongs and errors
+  // cannot make us hold more than the mark plus one frame; reading again once a write brings the
+  // output down to half the mark. Near the mark a read is held to what still fits below it.
   void drain() {
     const bool was_open = conn_.open();
-    if (conn_.receive(*this)) detail::post_io_ready(this->self());  // budget spent: yield, read on later
+    const std::size_t mark = conn_.config().outbound_high_water;
+    const std::size_t left = conn_.unwritten();
+    if (left > mark) {
+      paused_reading_ = true;
+      return;
+    }
+    const std::size_t room = mark - left < wire::header_size ? wire::header_size : mark - left;
+    if (conn_.receive(*this, room)) detail::post_io_ready(this->self());  // budget spent: yield, read on later
     else if (conn_.read_stalled()) detail::retry_read_later(this->self(), retry_pending_);
     if (conn_.finished()) {
       lose();  // fails the waiters with why (a refused or spoiled handshake too)
@@ -418,37 +505,79 @@ class client_connection
     if (auto o = std::exchange(opened_, nullptr)) o->set_value(why);
   }
 
-  // Why the connection finished, with the pipe server's exit status once it is known.
+  // Why the connection finished, with the pipe server's exit once it is known.
   const courier::error& why() const noexcept { return lost_ ? lost_why_ : conn_.why(); }
 
+  // Frames queued during the handshake that the peer's frame size refused: their calls fail,
+  // their sends are counted as encode failures (dead letters), as if refused at the call.
+  void withdraw_held() {
+    if (!conn_.open()) return;
+    for (const withdrawn_frame& w : conn_.take_withdrawn()) {
+      const std::string why = "the frame (" + std::to_string(w.size) + " bytes) is larger than the peer accepts (" +
+                              std::to_string(limits().max_frame_size) + " bytes)";
+      if (w.kind != wire::kind::call) {
+        encode_failures_.fetch_add(1, std::memory_order_relaxed);
+        courier::detail::dead_letter(this->core(), this->id(), "a send queued during the handshake",
+                                     dead_letter_reason::invalid_argument);
+        continue;
+      }
+      conn_.session().call_withdrawn();
+      call_slot& slot = calls_[w.transaction_id & (calls_.size() - 1)];
+      if (slot.tid != w.transaction_id) continue;
+      settle(slot, [&]<class R>(response_promise<R>& promise) {
+        promise.fail(courier::error(errc::invalid_argument, "cannot send the call: " + why));
+      });
+    }
+  }
+
   // The connection is over: fail what waits, and stop with connection_lost (or protocol_error)
-  // so monitors hear why. The stop is queued behind the messages already sent to us, so that
-  // they fail with why() rather than actor_stopped: requests queued right after the spawn,
-  // which would otherwise lose a pipe server's exit status when the server exits before the
-  // handshake.
+  // so monitors hear why. A pipe server's exit is part of why: it is waited for, without blocking
+  // this worker, through its pidfd (child_exited) for up to 200 ms. The stop is queued behind the
+  // messages already sent to us, so that they fail with why() rather than actor_stopped: requests
+  // queued right after the spawn, which would otherwise lose a pipe server's exit status when
+  // the server exits before the handshake.
   void lose() {
     if (lost_) return;
     lost_why_ = conn_.why();
-    if (child_) {
-      reap_child(std::chrono::milliseconds(200));
-      if (exit_status_) lost_why_.text += "; server process exited with status " + std::to_string(*exit_status_);
-    }
     lost_ = true;
+    if (child_ && !exit_status_) {
+      reap_child();
+      if (!exit_status_) {
+        // Not exited yet (it is reading the end of its stream): child_exited comes from the pidfd
+        // or, at the latest, from this timer.
+        child_wait_ = this->self().delayed_send(child_exited{}, std::chrono::milliseconds(200));
+        return;
+      }
+    }
+    finish_lose();
+  }
+
+  void finish_lose() {
+    stopped_ = true;
+    if (child_ && exit_status_) lost_why_.text += "; server process " + child_->describe_exit();
     fail_all(lost_why_);
     const errc reason = lost_why_.code == errc::protocol_error ? errc::protocol_error : errc::connection_lost;
     this->request_exit(reason, false);
   }
 
-  void reap_child(std::chrono::milliseconds grace) {
+  // A pipe server's pidfd joins the reactor: its exit is a message, never a wait.
+  void watch_child() {
+    if (!child_ || child_->exit_fd() < 0) return;
+    auto link = std::make_unique<detail::io_link_for<client_connection, child_exited>>(this->self());
+    link->fd = child_->exit_fd();
+    if (node_io_add(link->fd, link.get())) child_link_ = std::move(link);
+  }
+
+  void reap_child() {
     if (!child_ || exit_status_) return;
     exit_status_ = child_->try_wait();
-    if (!exit_status_ && grace.count() > 0) exit_status_ = child_->wait(grace);
   }
 
   std::optional<child_process> child_;
   std::optional<int> exit_status_;
+  std::unique_ptr<detail::io_link> child_link_;  // the pidfd's registration
+  timer_handle child_wait_;
   std::shared_ptr<std::promise<courier::error>> opened_;
-  timer_handle ticks_;
   std::vector<call_slot> calls_;
   std::uint64_t next_tid_ = 1;
   std::size_t in_flight_ = 0;
@@ -457,22 +586,29 @@ class client_connection
   std::atomic<std::uint64_t> encode_failures_{0};
   std::atomic<std::size_t> outbound_peak_{0};
   bool lost_ = false;
+  bool stopped_ = false;         // the stop is queued (finish_lose)
+  bool paused_reading_ = false;  // the peer does not read: neither do we
 };
 
 /// The server side of one accepted connection: decodes calls and sends for `I` and hands them to
 /// the served actor.
 template <class I>
-class server_connection : public courier::actor<server_connection<I>, io_ready, session_tick, read_retry>,
-                          private detail::connection_base {
+class server_connection
+    : public courier::actor<server_connection<I>, io_ready, session_tick, read_retry, close_request, child_exited>,
+      private detail::connection_base {
   using table = wire_interface<I>;
 
  public:
-  server_connection(std::shared_ptr<detail::node_core> node, socket sock, actor_ref<I> target, const connection_config& cfg)
-      : detail::connection_base(std::move(node), std::move(sock), wire::role::acceptor, cfg), target_(std::move(target)) {}
+  /// `share` (from serve()) counts this connection among its listener's and holds the receive
+  /// memory budget its blocks count against.
+  server_connection(std::shared_ptr<detail::node_core> node, socket sock, actor_ref<I> target, const connection_config& cfg,
+                    std::shared_ptr<detail::listener_share> share = nullptr)
+      : detail::connection_base(std::move(node), std::move(sock), wire::role::acceptor, cfg, std::move(share)),
+        target_(std::move(target)) {}
 
   void on_start() {
-    attach(std::make_unique<detail::io_link_for<server_connection>>(this->self()), this);
-    ticks_ = this->send_periodic(detail::tick_period(conn_.config()), session_tick{});
+    attach(std::make_unique<detail::io_link_for<server_connection>>(this->self()), this,
+           &detail::post_to_connection<close_request, server_connection>);
     drain();
   }
 
@@ -487,12 +623,24 @@ class server_connection : public courier::actor<server_connection<I>, io_ready, 
   }
 
   void on(const session_tick&) {
+    clock_fired();
     // While paused for back-pressure (or while every receive block is held) we do not read, so
     // the peer's bytes (its pongs too) wait in the socket: silence then says nothing about the
-    // peer, and the keepalive waits with us.
-    if (!paused_ && !conn_.read_stalled()) conn_.tick();
-    if (conn_.finished()) this->stop();
+    // peer, and the keepalive waits with us. Output the peer does not read for the dead-peer
+    // time ends the connection all the same (connection::tick).
+    conn_.tick(!paused_ && !conn_.read_stalled());
+    if (conn_.finished()) this->stop(errc::connection_lost);
   }
+
+  // The node is stopping: an orderly close (docs/protocol.md section 11). Calls received before
+  // it are still answered; the session refuses later ones with 260; the connection ends once the
+  // close completes, or when the node's grace runs out.
+  void on(const close_request&) {
+    closing_ = true;
+    conn_.close("server stopping");
+  }
+
+  void on(const child_exited&) {}  // a server connection starts no process
 
   void on_turn_end() {
     if (conn_.wants_write()) flush();
@@ -501,10 +649,11 @@ class server_connection : public courier::actor<server_connection<I>, io_ready, 
       return;
     }
     on_turn_end_resume();
+    arm_clock(this->self(), !paused_ && !conn_.read_stalled());
   }
 
   void on_stop() {
-    ticks_.cancel();  // the timer holds a ref to this actor until it ends
+    clock_.cancel();  // the timer holds a ref to this actor until it ends
     if (conn_.open() && !conn_.finished()) {
       conn_.close("server stopped");
       flush();
@@ -637,7 +786,6 @@ class server_connection : public courier::actor<server_connection<I>, io_ready, 
   }
 
   actor_ref<I> target_;
-  timer_handle ticks_;
   std::size_t in_flight_ = 0;
   std::uint32_t sends_since_marker_ = 0;
   bool paused_ = false;

@@ -61,8 +61,11 @@ class child_process {
   int wait(std::chrono::milliseconds limit) noexcept;
   /// Sends `sig` to the child unless it has been reaped already.
   void kill(int sig) noexcept;
-  /// "exited with status 3", "killed by signal 9 (Killed)", "still running".
+  /// "exited with status 3", "killed by signal 9 (Killed)", "still running": a signal is told
+  /// apart from an exit with the same number (exit(137) is not SIGKILL).
   [[nodiscard]] std::string describe_exit() const;
+  /// The child was ended by a signal (try_wait() returned 128 + its number).
+  [[nodiscard]] bool killed_by_signal() const noexcept { return by_signal_; }
 
   /// How long the destructor waits for the child to exit before SIGKILL.
   static constexpr std::chrono::milliseconds exit_grace{2000};
@@ -74,6 +77,7 @@ class child_process {
   pid_t pid_ = -1;
   int pidfd_ = -1;
   std::optional<int> status_;
+  bool by_signal_ = false;
 };
 
 /// What connect() returns: the stream and, for pipe, the server process it started.

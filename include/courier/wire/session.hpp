@@ -213,6 +213,11 @@ class session {
   /// when every call sent has been answered (a reply or error frame with a transaction id, delivered or
   /// spoiled), even calls the owner gave up on (time-out), or when the close time-out expires.
   void call_sent() noexcept { ++calls_outstanding_; }
+  /// A call the owner counted with call_sent() never left (it was withdrawn before it was written):
+  /// no answer will come for it.
+  void call_withdrawn() noexcept {
+    if (calls_outstanding_ != 0) --calls_outstanding_;
+  }
   /// Calls sent and not answered yet (as far as the session can tell: it counts answers, not ids).
   [[nodiscard]] std::size_t calls_outstanding() const noexcept { return calls_outstanding_; }
 

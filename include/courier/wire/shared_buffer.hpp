@@ -25,6 +25,7 @@
 #include <compare>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <span>
@@ -37,10 +38,19 @@ namespace courier::wire {
 /// A heap block of bytes with an atomic reference count; the last release frees it.
 class shared_block {
  public:
-  /// A block of `capacity` bytes with one reference (the caller's).
+  /// A block of `capacity` bytes with one reference (the caller's); throws std::bad_alloc.
   static shared_block* make(std::size_t capacity) {
-    void* raw = ::operator new(sizeof(shared_block) + capacity, std::align_val_t{alignof(std::max_align_t)});
-    return ::new (raw) shared_block(capacity);
+    shared_block* b = try_make(capacity);
+    if (b == nullptr) throw std::bad_alloc();
+    return b;
+  }
+  /// The same, or null when the memory cannot be had. From malloc, not operator new: a receive
+  /// block's size is the peer's to choose, and an operator new that is replaced (mimalloc's)
+  /// may abort the process instead of failing; a connection that cannot get its block fails alone.
+  static shared_block* try_make(std::size_t capacity) noexcept {
+    if (capacity > SIZE_MAX - sizeof(shared_block)) return nullptr;
+    void* raw = std::malloc(sizeof(shared_block) + capacity);  // aligned for max_align_t
+    return raw == nullptr ? nullptr : ::new (raw) shared_block(capacity);
   }
   shared_block(const shared_block&) = delete;
   shared_block& operator=(const shared_block&) = delete;
@@ -49,7 +59,7 @@ class shared_block {
   void release() noexcept {
     if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       this->~shared_block();
-      ::operator delete(static_cast<void*>(this), std::align_val_t{alignof(std::max_align_t)});
+      std::free(static_cast<void*>(this));
     }
   }
   /// The references now held. 1 means the caller's is the only one: the acquire pairs with the

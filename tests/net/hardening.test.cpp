@@ -1,0 +1,512 @@
+// What hostile peers found in the network layer, each reproduced from its description and checked
+// end to end over real sockets: memory a header can make a server reserve, descriptor exhaustion,
+// output nobody reads (server and client side), a frame that arrives slowly, keepalive timing, an
+// orderly stop with calls in flight, contexts that are not open, limits, refusals, and a second
+// server on a live server's socket file.
+#include "courier/net/node.hpp"
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "courier/net/options.hpp"
+#include "courier/wire/encoder.hpp"
+#include "net_test_util.hpp"
+#include "peers.hpp"
+#include "watchdog.hpp"
+
+extern char** environ;
+
+using namespace courier_test::peers;
+
+namespace {
+
+// A frame header announcing `body_length` bytes of body (docs/protocol.md section 2).
+std::string header_bytes(wire::kind k, std::uint32_t body_length, std::uint64_t tid = 0, std::uint64_t ctx = 0,
+                         std::string_view token = "ADD_") {
+  std::string h(wire::header_size, '\0');
+  std::memcpy(h.data(), "COUR", 4);
+  h[4] = 1;                                  // version
+  h[5] = static_cast<char>(wire::header_size);
+  h[6] = static_cast<char>(k);
+  std::memcpy(h.data() + 8, &body_length, 4);
+  if (k == wire::kind::call || k == wire::kind::send) std::memcpy(h.data() + 12, token.data(), 4);
+  std::memcpy(h.data() + 16, &tid, 8);
+  std::memcpy(h.data() + 24, &ctx, 8);
+  return h;
+}
+
+// This process's address space in KiB (VmSize in /proc/self/status).
+long vm_size_kib() {
+  std::ifstream status("/proc/self/status");
+  std::string word;
+  while (status >> word)
+    if (word == "VmSize:") {
+      long kib = 0;
+      status >> kib;
+      return kib;
+    }
+  return -1;
+}
+
+// An ADD_ call with a third item, a string of `pad` bytes (the server refuses it: trailing_items).
+struct padded_add {  // ADD_ with a third field
+  static constexpr courier::token token{"ADD_"};
+  std::int32_t a = 1, b = 2;
+  std::string pad;
+  auto fields() { return std::tie(a, b, pad); }
+  auto fields() const { return std::tie(a, b, pad); }
+};
+
+std::string call_with_padding(std::uint64_t tid, std::size_t pad) {
+  padded_add p;
+  p.pad.assign(pad, 'x');
+  return raw_peer::call_bytes(p, tid);
+}
+
+}  // namespace
+
+TEST_CASE("a first frame larger than a handshake is refused from its header, before any body byte",
+          "[net][hardening][memory]") {
+  courier_test::watchdog wd("first frame too large", 60s);
+  each_transport("first-large", [](const endpoint& at) {
+    server srv(at, short_config());
+    const long before = vm_size_kib();
+    std::vector<std::unique_ptr<raw_peer>> peers;
+    // 16,777,184 bytes announced by a handshake header: the size that held 16 MiB per connection.
+    for (int i = 0; i < 40; ++i) {
+      peers.push_back(std::make_unique<raw_peer>(srv.where));
+      REQUIRE(peers.back()->write(header_bytes(wire::kind::handshake, 16'777'184)));
+    }
+    for (auto& p : peers) {
+      std::vector<frame> seen;
+      REQUIRE(p->wait_eof(5s, &seen));
+      REQUIRE(seen.size() == 2);  // the server's handshake, then the refusal
+      CHECK(seen[1].kind == wire::kind::error);
+      CHECK(seen[1].code == static_cast<std::uint32_t>(wire::errc::frame_too_large));
+    }
+    CHECK(vm_size_kib() - before < 64 * 1024);  // 40 x 16 MiB would be 640 MiB
+    good_client good(srv.where);
+    CHECK(good.works());
+  });
+}
+
+TEST_CASE("a call header announcing 16 MiB reserves no more than the bytes that arrived",
+          "[net][hardening][memory]") {
+  courier_test::watchdog wd("call header large", 60s);
+  each_transport("call-large", [](const endpoint& at) {
+    courier::net::connection_config cfg;
+    cfg.handshake_timeout = cfg.ping_interval = cfg.close_timeout = 20s;
+    server srv(at, cfg);
+    const long before = vm_size_kib();
+    std::vector<std::unique_ptr<raw_peer>> peers;
+    for (int i = 0; i < 40; ++i) {
+      peers.push_back(std::make_unique<raw_peer>(srv.where));
+      REQUIRE(peers.back()->handshake());
+      REQUIRE(peers.back()->write(header_bytes(wire::kind::call, 16'777'184 - 64, 1)));
+    }
+    REQUIRE(srv.connections_become(40));
+    std::this_thread::sleep_for(200ms);  // the headers have been read
+    CHECK(vm_size_kib() - before < 128 * 1024);  // 40 x 16 MiB would be 640 MiB
+    good_client good(srv.where);
+    CHECK(good.works());
+  });
+}
+
+TEST_CASE("a large frame grows its block as it arrives, and the endpoint's receive memory bounds it",
+          "[net][hardening][memory][limits]") {
+  courier_test::watchdog wd("receive memory", 60s);
+  each_transport("memory", [](const endpoint& at) {
+    courier::net::connection_config cfg = short_config();
+    cfg.max_receive_memory = 1 << 20;
+    server srv(at, cfg);
+    {
+      // 300 KB fits (growing its block takes up to twice that for a moment): it is answered (an
+      // extra item: trailing_items), the connection goes on.
+      raw_peer raw(srv.where);
+      REQUIRE(raw.handshake());
+      REQUIRE(raw.write(call_with_padding(7, 300'000)));
+      auto answer = raw.next(5s);
+      REQUIRE(answer);
+      CHECK(answer->kind == wire::kind::error);
+      CHECK(answer->tid == 7);
+    }
+    REQUIRE(srv.connections_become(0));
+    {
+      // 3 MB does not: a fatal ERROR that names the budget, then the close.
+      raw_peer raw(srv.where);
+      REQUIRE(raw.handshake());
+      (void)raw.write(call_with_padding(8, 3'000'000));  // the server may close before all of it
+      std::vector<frame> seen;
+      REQUIRE(raw.wait_eof(5s, &seen));
+      REQUIRE_FALSE(seen.empty());
+      CHECK(seen.back().kind == wire::kind::error);
+      CHECK(seen.back().tid == 0);
+      CHECK(seen.back().text.find("memory") != std::string::npos);
+    }
+    REQUIRE(srv.connections_become(0));
+    good_client good(srv.where);
+    CHECK(good.works());
+  });
+}
+
+TEST_CASE("bytes of a frame still arriving keep the peer alive", "[net][hardening][keepalive]") {
+  courier_test::watchdog wd("slow frame", 60s);
+  each_transport("slowframe", [](const endpoint& at) {
+    courier::net::connection_config cfg;
+    cfg.ping_interval = 200ms;  // dead after 600 ms of silence
+    cfg.handshake_timeout = cfg.close_timeout = 5s;
+    server srv(at, cfg);
+    raw_peer raw(srv.where);
+    REQUIRE(raw.handshake());
+    // 60 KB in 1,000-byte slices, one every 30 ms: 1.8 s for the frame, never 600 ms silent.
+    const std::string call = call_with_padding(9, 60'000);
+    for (std::size_t at_byte = 0; at_byte < call.size(); at_byte += 1000) {
+      REQUIRE(raw.write(std::string_view(call).substr(at_byte, 1000)));
+      std::this_thread::sleep_for(30ms);
+      REQUIRE_FALSE(raw.at_eof());
+    }
+    // The call is answered (with its trailing item refused); pings may come before the answer.
+    std::optional<frame> f;
+    do {
+      f = raw.next(3s);
+    } while (f && f->kind == wire::kind::ping);
+    REQUIRE(f);
+    CHECK(f->kind == wire::kind::error);
+    CHECK(f->tid == 9);
+  });
+}
+
+TEST_CASE("keepalive fires at the session's deadlines: pings at one and two intervals, dead at three",
+          "[net][hardening][keepalive]") {
+  courier_test::watchdog wd("keepalive timing", 60s);
+  each_transport("ktiming", [](const endpoint& at) {
+    courier::net::connection_config cfg;
+    cfg.ping_interval = 400ms;
+    cfg.handshake_timeout = cfg.close_timeout = 5s;
+    server srv(at, cfg);
+    raw_peer raw(srv.where);
+    const auto t0 = std::chrono::steady_clock::now();
+    REQUIRE(raw.handshake());  // our last byte: the handshake, sent at t0
+    auto since = [t0] {
+      return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+    };
+    auto first = raw.next(2s);
+    REQUIRE(first);
+    CHECK(first->kind == wire::kind::ping);
+    const auto at_first = since();
+    auto second = raw.next(2s);
+    REQUIRE(second);
+    CHECK(second->kind == wire::kind::ping);
+    const auto at_second = since();
+    REQUIRE(raw.wait_eof(3s));
+    const auto at_end = since();
+    INFO("ping at " << at_first.count() << " ms, ping at " << at_second.count() << " ms, closed at " << at_end.count()
+                    << " ms");
+    // Never early; late by at most the timer's tolerance (docs/protocol.md section 13), here with
+    // room for a loaded machine.
+    CHECK(at_first >= 400ms);
+    CHECK(at_first < 400ms + 150ms);
+    CHECK(at_second >= 800ms);
+    CHECK(at_second < 800ms + 150ms);
+    CHECK(at_end >= 1200ms);
+    CHECK(at_end < 1200ms + 150ms);
+  });
+}
+
+TEST_CASE("a server paused on replies nobody reads ends the connection after the dead-peer time",
+          "[net][hardening][backpressure]") {
+  courier_test::watchdog wd("paused server", 60s);
+  each_transport("paused", [](const endpoint& at) {
+    courier::net::connection_config cfg;
+    cfg.ping_interval = 200ms;
+    cfg.handshake_timeout = cfg.close_timeout = 5s;
+    cfg.outbound_high_water = 64 * 1024;
+    cfg.socket_buffer_size = 16 * 1024;
+    server srv(at, cfg);
+    raw_peer raw(srv.where);
+    REQUIRE(raw.handshake());
+    // Pipelined calls, never a byte read: the replies back up until the server pauses.
+    std::string batch;
+    for (std::uint64_t tid = 1; tid <= 2000; ++tid) batch += raw_peer::call_bytes(add{1, 2}, tid);
+    const auto until = std::chrono::steady_clock::now() + 5s;
+    std::size_t sent = 0;
+    while (std::chrono::steady_clock::now() < until) {
+      const iovec piece{batch.data(), batch.size()};
+      const auto put = courier::net::write_some(raw.sock(), {&piece, 1});
+      if (put.status == courier::net::io_result::ok) {
+        sent += put.bytes;
+        continue;
+      }
+      if (put.status != courier::net::io_result::would_block) break;
+      if (!courier_test::wait_for(raw.sock().fd(), POLLOUT, 300ms)) break;  // the server stopped reading
+    }
+    INFO("sent " << sent << " bytes of calls");
+    const auto paused = std::chrono::steady_clock::now();
+    // Silent and reading nothing from here on: the server must give up on its output.
+    CHECK(srv.connections_become(0, 5s));
+    CHECK(std::chrono::steady_clock::now() - paused < 3s);
+  });
+}
+
+TEST_CASE("a server that pings and never reads: the client stops reading above its outbound mark",
+          "[net][hardening][backpressure]") {
+  courier_test::watchdog wd("pinging server", 60s);
+  each_transport("pinger", [](const endpoint& at) {
+    const std::string hello = raw_peer::handshake_bytes();
+    std::atomic<std::size_t> written{0};
+    std::string ping = header_bytes(wire::kind::ping, 60'000, 1);
+    ping[6] = static_cast<char>(wire::kind::ping);
+    ping.append(60'000, '\0');  // a body of 60,000 zero bytes: not items, but a ping's body is opaque
+    raw_server peer(at, [&](courier::net::socket& s) {
+      courier_test::write_all(s, hello);
+      const auto until = std::chrono::steady_clock::now() + 3s;
+      while (std::chrono::steady_clock::now() < until) {
+        const iovec piece{ping.data(), ping.size()};
+        const auto put = courier::net::write_some(s, {&piece, 1});
+        if (put.status == courier::net::io_result::ok) written += put.bytes;
+        else if (put.status == courier::net::io_result::would_block) courier_test::wait_for(s.fd(), POLLOUT, 50ms);
+        else break;
+      }
+    });
+    courier::system sys;
+    courier::net::node net{sys};
+    courier::net::connection_config cfg;
+    cfg.outbound_high_water = 1 << 20;
+    cfg.socket_buffer_size = 64 * 1024;
+    auto ref = net.connect<api>(peer.where, cfg);
+    REQUIRE(ref);
+    std::this_thread::sleep_for(3500ms);
+    // Without the pause the client read (and answered into its output) everything: hundreds of MiB.
+    INFO("the server wrote " << written.load() << " bytes of pings");
+    CHECK(written.load() < 16u * 1024 * 1024);
+  });
+}
+
+TEST_CASE("an orderly stop answers the calls in flight, refuses later ones, then closes",
+          "[net][hardening][shutdown]") {
+  courier_test::watchdog wd("orderly stop", 60s);
+  each_transport("stop", [](const endpoint& at) {
+    auto srv = std::make_unique<server>(at, courier::net::connection_config{});
+    good_client good(srv->where);
+    std::vector<std::future<courier::result<std::int32_t>>> calls;
+    for (std::int32_t i = 0; i < 5; ++i)
+      calls.push_back(std::async(std::launch::async, [&good, i] { return good.ref.ask(slow{300, i}, 5s); }));
+    std::this_thread::sleep_for(100ms);  // the calls are on the server
+    const auto t0 = std::chrono::steady_clock::now();
+    srv->net.stop();
+    CHECK(std::chrono::steady_clock::now() - t0 < 2s);
+    for (std::int32_t i = 0; i < 5; ++i) {
+      auto r = calls[static_cast<std::size_t>(i)].get();
+      INFO("call " << i << ": " << (r ? std::to_string(*r) : r.err().describe()));
+      REQUIRE(r);
+      CHECK(*r == i);
+    }
+    // The client learnt of the close: a later call fails at once, not after its time-out.
+    auto after = good.ref.ask(add{1, 2}, 5s);
+    CHECK_FALSE(after);
+  });
+}
+
+TEST_CASE("a call in a context that is not open gets 258 no_such_context", "[net][hardening][contexts]") {
+  courier_test::watchdog wd("no such context", 30s);
+  each_transport("ctx", [](const endpoint& at) {
+    server srv(at, short_config());
+    raw_peer raw(srv.where);
+    REQUIRE(raw.handshake());
+    wire::out_buffer out;
+    REQUIRE(wire::encode(out, add{1, 2}, wire::route{wire::kind::call, 11, 5}));
+    REQUIRE(raw.write(out));
+    auto f = raw.next();
+    REQUIRE(f);
+    CHECK(f->kind == wire::kind::error);
+    CHECK(f->tid == 11);
+    CHECK(f->code == static_cast<std::uint32_t>(errc::no_such_context));
+    // Context 0 is served as before.
+    REQUIRE(raw.write(raw_peer::call_bytes(add{2, 3}, 12)));
+    auto g = raw.next();
+    REQUIRE(g);
+    CHECK(g->kind == wire::kind::reply);
+    CHECK(g->tid == 12);
+  });
+}
+
+TEST_CASE("max_connections: one connection more gets ERROR 260 with the reason, then a close",
+          "[net][hardening][limits]") {
+  courier_test::watchdog wd("max connections", 30s);
+  each_transport("maxconn", [](const endpoint& at) {
+    courier::net::connection_config cfg = short_config();
+    cfg.max_connections = 2;
+    server srv(at, cfg);
+    good_client a(srv.where), b(srv.where);
+    REQUIRE(a.works());
+    REQUIRE(b.works());
+    {
+      raw_peer third(srv.where);
+      std::vector<frame> seen;
+      REQUIRE(third.wait_eof(5s, &seen));
+      REQUIRE(seen.size() == 1);
+      CHECK(seen[0].kind == wire::kind::error);
+      CHECK(seen[0].code == static_cast<std::uint32_t>(errc::system_shutdown));
+      CHECK(seen[0].text.find("too many connections") != std::string::npos);
+      // A client learns it from connect().
+      courier::system sys;
+      courier::net::node net{sys};
+      auto refused = net.connect<api>(srv.where);
+      REQUIRE_FALSE(refused);
+      CHECK(refused.err().text.find("too many connections") != std::string::npos);
+    }
+    b.ref.stop();
+    REQUIRE(srv.connections_become(1));
+    good_client c(srv.where);
+    CHECK(c.works());
+  });
+}
+
+namespace {
+
+using padded_api = courier::interface<std::int32_t(padded_add), std::int32_t(slow)>;
+
+struct call_results {
+  std::promise<courier::error> big;
+  std::promise<courier::result<std::int32_t>> small;
+};
+struct go {};
+
+// Connects from inside an actor (connect() returns at once there) and calls at once, before the
+// server's handshake has arrived: both calls are encoded while the peer's limits are unknown.
+class early_caller : public courier::actor<early_caller, go> {
+ public:
+  early_caller(courier::net::node* net, endpoint where, call_results* out) : net_(net), where_(std::move(where)), out_(out) {}
+  void on(const go&) {}
+  void on_start() {
+    auto ref = net_->connect<padded_api>(where_);
+    if (!ref) {
+      out_->big.set_value(ref.err());
+      out_->small.set_value(ref.err());
+      return;
+    }
+    padded_add big;
+    big.pad.assign(100'000, 'x');
+    ref->request(big, 5s).then([this](std::int32_t) { out_->big.set_value({}); },
+                               [this](const courier::error& e) { out_->big.set_value(e); });
+    ref->request(slow{0, 5}, 5s).then([this](std::int32_t v) { out_->small.set_value(v); },
+                                      [this](const courier::error& e) { out_->small.set_value(e); });
+  }
+
+ private:
+  courier::net::node* net_;
+  endpoint where_;
+  call_results* out_;
+};
+
+}  // namespace
+
+TEST_CASE("a frame queued during the handshake that is larger than the peer accepts fails its call alone",
+          "[net][hardening][limits]") {
+  courier_test::watchdog wd("held frame", 30s);
+  each_transport("heldframe", [](const endpoint& at) {
+    courier::net::connection_config small = short_config();
+    small.limits.max_frame_size = 65536;
+    server srv(at, small);
+    courier::system sys;
+    courier::net::node net{sys};
+    call_results results;
+    sys.spawn<early_caller>(&net, srv.where, &results);
+    auto big = results.big.get_future();
+    auto little = results.small.get_future();
+    REQUIRE(big.wait_for(10s) == std::future_status::ready);
+    REQUIRE(little.wait_for(10s) == std::future_status::ready);
+    const courier::error e = big.get();
+    INFO(e.describe());
+    CHECK(e == errc::invalid_argument);
+    auto v = little.get();
+    INFO((v ? std::to_string(*v) : v.err().describe()));
+    REQUIRE(v);  // the connection lives on: the big call was never sent
+    CHECK(*v == 5);
+  });
+}
+
+TEST_CASE("a second uds server on the file of a live server with a full backlog is refused at once",
+          "[net][hardening][uds]") {
+  courier_test::watchdog wd("uds probe", 30s);
+  const std::string file = courier_test::temp_socket_path("probe");
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  courier::net::socket live(fd);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path, file.c_str(), file.size() + 1);
+  REQUIRE(::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
+  REQUIRE(::listen(fd, 0) == 0);
+  // Fill the backlog (never accepted): further connects would block.
+  std::vector<courier::net::socket> waiting;
+  for (int i = 0; i < 4; ++i) {
+    const int c = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    REQUIRE(c >= 0);
+    (void)::connect(c, reinterpret_cast<const sockaddr*>(&address), sizeof address);
+    waiting.emplace_back(c);
+  }
+  endpoint where;
+  where.kind = endpoint::kind_t::uds;
+  where.file = file;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto second = courier::net::listen(where);
+  CHECK(std::chrono::steady_clock::now() - t0 < 1s);
+  REQUIRE_FALSE(second);
+  CHECK(second.err().text.find("another server is listening") != std::string::npos);
+  ::unlink(file.c_str());
+}
+
+TEST_CASE("a client's handshake time-out is reported as a time-out, within the time asked",
+          "[net][hardening][timeout]") {
+  courier_test::watchdog wd("handshake timeout", 30s);
+  each_transport("hstimeout", [](const endpoint& at) {
+    raw_server silent(at, [](courier::net::socket& s) { courier_test::read_exactly(s, 1 << 20, 3s); });
+    courier::system sys;
+    courier::net::node net{sys};
+    courier::net::connection_config cfg;
+    cfg.handshake_timeout = 500ms;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = net.connect<api>(silent.where, cfg);
+    const auto took = std::chrono::steady_clock::now() - t0;
+    REQUIRE_FALSE(r);
+    INFO(r.err().describe());
+    CHECK(r.err() == errc::request_timeout);
+    CHECK(r.err().text.find("no handshake from the peer within 500 ms") != std::string::npos);
+    CHECK(r.err().text.find("bad input") == std::string::npos);
+    CHECK(took >= 500ms);
+    CHECK(took < 1500ms);
+  });
+}
+
+TEST_CASE("socket_buffer_size sets the connection's socket buffers", "[net][hardening][options]") {
+  auto pair = courier::net::socket_pair();
+  REQUIRE(pair);
+  int before = 0;
+  socklen_t size = sizeof before;
+  REQUIRE(::getsockopt(pair->first.fd(), SOL_SOCKET, SO_RCVBUF, &before, &size) == 0);
+  courier::net::connection_config cfg;
+  cfg.socket_buffer_size = before == 8192 ? 16384 : 8192;
+  courier::net::connection c(std::move(pair->first), wire::role::initiator, cfg);
+  int after = 0;
+  REQUIRE(::getsockopt(c.fd(), SOL_SOCKET, SO_RCVBUF, &after, &size) == 0);
+  // Linux doubles the value asked for (bookkeeping overhead).
+  CHECK(after == static_cast<int>(cfg.socket_buffer_size) * 2);
+  CHECK(after != before);
+  CHECK_FALSE(c.finished());
+}
