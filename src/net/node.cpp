@@ -208,11 +208,13 @@ void acceptor::accept_all() noexcept {
     if (!s) {
       if (would_block(s.err())) return;
       if (out_of_descriptors(s.err())) {
-        if (!refuse_with_spare()) {
-          starved_.store(true, std::memory_order_release);
-          return;
+        // Linux reports EMFILE before it looks at the backlog: only the spare descriptor tells
+        // whether a connection waits.
+        switch (refuse_with_spare()) {
+          case spare_outcome::refused: continue;
+          case spare_outcome::none_waiting: return;
+          case spare_outcome::no_spare: starved_.store(true, std::memory_order_release); return;
         }
-        continue;
       }
       ++failures;  // reset before accept, or an option the transport could not set
       continue;
@@ -232,14 +234,15 @@ void acceptor::accept_all() noexcept {
 
 // Out of descriptors: the spare one makes room to accept the oldest waiting connection and tell it
 // why it is refused, instead of leaving it in the backlog with no answer.
-bool acceptor::refuse_with_spare() noexcept {
+acceptor::spare_outcome acceptor::refuse_with_spare() noexcept {
   if (spare_ < 0) spare_ = open_spare();
-  if (spare_ < 0) return false;
+  if (spare_ < 0) return spare_outcome::no_spare;
   ::close(std::exchange(spare_, -1));
   auto s = listener_.accept();
   if (s) refuse(*s, static_cast<std::uint32_t>(errc::system_shutdown), "the server is out of file descriptors");
   spare_ = open_spare();
-  return s || would_block(s.err());
+  if (s) return spare_outcome::refused;
+  return would_block(s.err()) ? spare_outcome::none_waiting : spare_outcome::no_spare;
 }
 
 }  // namespace courier::net::detail

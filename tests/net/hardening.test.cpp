@@ -19,6 +19,7 @@
 #include <cstring>
 #include <fstream>
 #include <future>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -510,3 +511,171 @@ TEST_CASE("socket_buffer_size sets the connection's socket buffers", "[net][hard
   CHECK(after != before);
   CHECK_FALSE(c.finished());
 }
+
+#ifdef COURIER_TEST_CALC_SERVER
+#include "../../examples/calc/calc_api.hpp"
+
+namespace {
+
+// The calc example's server in a child process: `shell_prefix` runs before it in /bin/sh (a ulimit).
+pid_t start_calc_server(const std::vector<std::string>& args, const std::string& shell_prefix = {}) {
+  std::string script = shell_prefix + " exec \"$0\"";
+  for (std::size_t i = 0; i < args.size(); ++i) script += " \"$" + std::to_string(i + 1) + "\"";
+  std::vector<std::string> words{"/bin/sh", "-c", script, COURIER_TEST_CALC_SERVER};
+  words.insert(words.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  REQUIRE(::posix_spawn(&pid, "/bin/sh", nullptr, nullptr, argv.data(), environ) == 0);
+  return pid;
+}
+
+bool file_appears(const std::string& path, std::chrono::milliseconds limit = 5s) {
+  return settles([&] { return ::access(path.c_str(), F_OK) == 0; }, limit);
+}
+
+int wait_exit(pid_t pid, std::chrono::milliseconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (std::chrono::steady_clock::now() > until) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+}
+
+// This process's child (the pipe transport started it).
+pid_t only_child() {
+  std::ifstream list("/proc/self/task/" + std::to_string(::getpid()) + "/children");
+  pid_t pid = -1;
+  list >> pid;
+  return pid;
+}
+
+}  // namespace
+
+TEST_CASE("out of descriptors, the calc server refuses with a reason, and accepts again once they free up",
+          "[net][hardening][descriptors]") {
+  courier_test::watchdog wd("emfile", 60s);
+  const std::string file = courier_test::temp_socket_path("emfile");
+  const pid_t pid = start_calc_server({"--uds", "--file", file, "--silent"}, "ulimit -n 64;");
+  REQUIRE(file_appears(file));
+  endpoint where;
+  where.kind = endpoint::kind_t::uds;
+  where.file = file;
+  std::vector<std::unique_ptr<raw_peer>> peers;
+  int accepted = 0, refused = 0;
+  for (int i = 0; i < 80; ++i) {
+    peers.push_back(std::make_unique<raw_peer>(where));
+    raw_peer& p = *peers.back();
+    REQUIRE(p.write(raw_peer::handshake_bytes()));
+    auto first = p.next(3s);
+    INFO("connection " << i);
+    REQUIRE(first);  // never left without an answer
+    if (first->kind == wire::kind::handshake) {
+      ++accepted;
+    } else {
+      CHECK(first->kind == wire::kind::error);
+      CHECK(first->code == static_cast<std::uint32_t>(errc::system_shutdown));
+      CHECK(first->text.find("file descriptors") != std::string::npos);
+      CHECK(p.wait_eof(3s));
+      ++refused;
+    }
+  }
+  INFO(accepted << " accepted, " << refused << " refused");
+  CHECK(accepted > 10);
+  CHECK(refused > 0);
+  peers.clear();  // every connection closes: descriptors free up
+  std::this_thread::sleep_for(200ms);
+  {
+    courier::system sys;
+    courier::net::node net{sys};
+    auto calc = net.connect<calc::api>(where);
+    REQUIRE(calc);
+    auto sum = calc->ask(calc::add{2, 3}, 5s);
+    REQUIRE(sum);
+    CHECK(*sum == 5);
+  }
+  ::kill(pid, SIGTERM);
+  CHECK(wait_exit(pid, 5s) == 0);
+}
+
+TEST_CASE("the calc server answers every input: overflow is an ERROR, and it goes on", "[net][hardening][examples]") {
+  courier_test::watchdog wd("calc inputs", 30s);
+  courier::system sys;
+  courier::net::node net{sys};
+  endpoint where;
+  where.kind = endpoint::kind_t::pipe;
+  where.command = {COURIER_TEST_CALC_SERVER};
+  auto calc = net.connect<calc::api>(where);
+  REQUIRE(calc);
+  constexpr std::int32_t low = std::numeric_limits<std::int32_t>::min();
+  constexpr std::int32_t high = std::numeric_limits<std::int32_t>::max();
+  for (auto r : {calc->ask(calc::divide{low, -1}, 5s), calc->ask(calc::add{high, 1}, 5s),
+                 calc->ask(calc::add{low, -1}, 5s), calc->ask(calc::square{65536}, 5s)}) {
+    REQUIRE_FALSE(r);
+    CHECK(r.err() == errc::invalid_argument);
+    CHECK(r.err().text.find("overflow") != std::string::npos);
+  }
+  auto negative = calc->ask(calc::slow{-1, 0}, 5s);
+  REQUIRE_FALSE(negative);
+  CHECK(negative.err() == errc::invalid_argument);
+  auto after = calc->ask(calc::divide{low, 1}, 5s);
+  REQUIRE(after);
+  CHECK(*after == low);
+}
+
+TEST_CASE("a pipe server ends in order on SIGTERM and SIGINT", "[net][hardening][signals][pipe]") {
+  courier_test::watchdog wd("pipe signals", 30s);
+  for (const int sig : {SIGTERM, SIGINT}) {
+    INFO("signal " << sig);
+    courier::system sys;
+    courier::net::node net{sys};
+    endpoint where;
+    where.kind = endpoint::kind_t::pipe;
+    where.command = {COURIER_TEST_CALC_SERVER};
+    auto calc = net.connect<calc::api>(where);
+    REQUIRE(calc);
+    REQUIRE(calc->ask(calc::add{1, 1}, 5s));
+    const pid_t child = only_child();
+    REQUIRE(child > 0);
+    REQUIRE(::kill(child, sig) == 0);
+    CHECK(settles([&] { return net.connections() == 0; }, 3s));
+    auto after = calc->ask(calc::add{1, 1}, 5s);
+    REQUIRE_FALSE(after);
+  }
+}
+
+TEST_CASE("SIGTERM with slow calls in flight: the calc server answers them before it goes",
+          "[net][hardening][signals][shutdown]") {
+  courier_test::watchdog wd("sigterm in flight", 30s);
+  const std::string file = courier_test::temp_socket_path("sigterm");
+  const pid_t pid = start_calc_server({"--uds", "--file", file, "--silent"});
+  REQUIRE(file_appears(file));
+  endpoint where;
+  where.kind = endpoint::kind_t::uds;
+  where.file = file;
+  courier::system sys;
+  courier::net::node net{sys};
+  auto calc = net.connect<calc::api>(where);
+  REQUIRE(calc);
+  std::vector<std::future<courier::result<std::int32_t>>> calls;
+  for (std::int32_t i = 0; i < 3; ++i)
+    calls.push_back(std::async(std::launch::async, [&calc, i] { return calc->ask(calc::slow{400, i}, 5s); }));
+  std::this_thread::sleep_for(100ms);
+  REQUIRE(::kill(pid, SIGTERM) == 0);
+  for (std::int32_t i = 0; i < 3; ++i) {
+    auto r = calls[static_cast<std::size_t>(i)].get();
+    INFO("call " << i << ": " << (r ? std::to_string(*r) : r.err().describe()));
+    REQUIRE(r);
+    CHECK(*r == i);
+  }
+  CHECK(wait_exit(pid, 5s) == 0);
+  CHECK(::access(file.c_str(), F_OK) != 0);  // the socket file is gone
+}
+#endif

@@ -146,8 +146,9 @@ class acceptor final : public owned_handler {
   net::listener& listening() noexcept { return listener_; }
 
  private:
+  enum class spare_outcome : std::uint8_t { refused, none_waiting, no_spare };
   void accept_all() noexcept;
-  bool refuse_with_spare() noexcept;
+  spare_outcome refuse_with_spare() noexcept;
 
   std::mutex mutex_;
   net::listener listener_;
