@@ -95,6 +95,10 @@ def frame(kind, token, txn, ctx, items):
 
 GOOD = {
     "call_add": [("call", b"ADD_", 1, 0, [("int32", 1), ("int32", 2), ("int32", 3), ("int32", 4), ("int32", 5)])],
+    # A well-formed frame that does not fit its definition, ADD_(int32 x5): two items after the last
+    # argument. A receiver reading it against ADD_ reports trailing_items (docs/protocol.md section 7).
+    "call_add_trailing_items": [("call", b"ADD_", 1, 0, [
+        ("int32", 1), ("int32", 2), ("int32", 3), ("int32", 4), ("int32", 5), ("float64", "2.5"), ("int32", 6)])],
     "send_integers": [("send", b"INTS", 0, 0, [
         ("bool", True), ("bool", False),
         ("int8", -128), ("int8", 127), ("int16", -32768), ("int16", 32767),

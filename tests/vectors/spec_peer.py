@@ -794,6 +794,32 @@ def replay(path, bytewise=False):
     drained("end")
 
 
+# Vectors read against a definition (section 7, typed messages; tests/vectors/README.md): the vector,
+# its service's argument types, and what the reading gives (None: it fits).
+TYPED = [
+    ("call_add", [T_I32] * 5, None),
+    ("call_add_trailing_items", [T_I32] * 5, "trailing_items"),
+]
+
+
+def check_typed(root):
+    failed = 0
+    for name, types, want in TYPED:
+        with open(os.path.join(root, name + ".hex")) as f:
+            data = b"".join(parse_hex(l) for l in f)
+        got = None
+        try:
+            typed(check_body(data[HEADER:]), types)
+        except ProtocolError as e:
+            got = ERRC[e.code]
+        if got == want:
+            print("pass typed vector %s" % name)
+        else:
+            failed += 1
+            print("FAIL typed vector %s: expected %s, got %s" % (name, want, got))
+    return failed
+
+
 def indent(text, k=4):
     return "\n".join(" " * k + l for l in text.split("\n"))
 
@@ -835,6 +861,7 @@ def main(argv):
         else:
             failed += 1
             print("FAIL vector %s:\n  expected:\n%s\n  decoded:\n%s" % (v, indent("\n".join(want)), indent(got)))
+    failed += check_typed(root)
     print("%d transcripts, %d vectors, %d failed" % (len(names), len(vectors), failed))
     return 1 if failed else 0
 
