@@ -121,6 +121,13 @@ std::string error::message() const {
     m += to_string(expected);
     m += ", found ";
     m += to_string(actual);
+  } else if (code == errc::trailing_items) {
+    if (left_over != 0)
+      m = std::to_string(left_over) + (left_over == 1 ? " item" : " items") + " left over after the last field";
+    if (actual != item_type::none) {
+      m += ", the first a ";
+      m += to_string(actual);
+    }
   } else if (code == errc::unknown_type_tag) {
     m += ": tag " + std::to_string(static_cast<unsigned>(actual));
   }

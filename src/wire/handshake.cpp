@@ -10,6 +10,7 @@ result<std::size_t> encode_handshake(out_buffer& out, const handshake_info& info
   frame_writer w(out, frame_header{1, kind::handshake, 0, 0, {}, 0, 0});
   w.add(info.min_version).add(info.max_version).add(info.capabilities).add(info.max_frame_size).add(info.peer_name);
   w.add(info.max_items).add(info.max_depth);
+  if (info.nonce != 0) w.add(info.nonce);
   return w.finish();
 }
 
@@ -38,6 +39,10 @@ result<handshake_info> decode_handshake(const frame_view& frame) noexcept {
       auto depth = r.read<std::uint32_t>();
       if (!depth) return errc::bad_handshake;
       info.max_depth = *depth;
+      // Item 8 came after the first text of the spec, which told receivers to ignore items after the
+      // seventh: one of another type is still ignored.
+      if (r.peek() == item_type::uint64)
+        if (auto nonce = r.read<std::uint64_t>()) info.nonce = *nonce;
     }
   }
   if (info.min_version == 0 || info.min_version > info.max_version) return errc::bad_handshake;

@@ -227,6 +227,11 @@ void session::on_handshake(const frame_view& f, out_buffer& out) {
     fail(&out, static_cast<std::uint32_t>(errc::bad_handshake), "the handshake's items do not follow the protocol");
     return;
   }
+  if (info->nonce != 0 && info->nonce == cfg_.local.nonce) {
+    fail(&out, static_cast<std::uint32_t>(errc::bad_handshake),
+         "the peer's handshake is our own, reflected (the other end echoes what it reads)");
+    return;
+  }
   auto a = negotiate(cfg_.local, *info);
   if (!a) {
     if (a.code() == errc::unsupported_version) {

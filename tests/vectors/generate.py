@@ -95,6 +95,10 @@ def frame(kind, token, txn, ctx, items):
 
 GOOD = {
     "call_add": [("call", b"ADD_", 1, 0, [("int32", 1), ("int32", 2), ("int32", 3), ("int32", 4), ("int32", 5)])],
+    # A well-formed frame that does not fit its definition, ADD_(int32 x5): two items after the last
+    # argument. A receiver reading it against ADD_ reports trailing_items (docs/protocol.md section 7).
+    "call_add_trailing_items": [("call", b"ADD_", 1, 0, [
+        ("int32", 1), ("int32", 2), ("int32", 3), ("int32", 4), ("int32", 5), ("float64", "2.5"), ("int32", 6)])],
     "send_integers": [("send", b"INTS", 0, 0, [
         ("bool", True), ("bool", False),
         ("int8", -128), ("int8", 127), ("int16", -32768), ("int16", 32767),
@@ -120,6 +124,11 @@ GOOD = {
     "handshake_limits": [("handshake", NULL, 0, 0, [
         ("uint8", 1), ("uint8", 1), ("uint64", 0), ("uint32", 16777216), ("string", "server-7"),
         ("uint32", 1048576), ("uint32", 32)])],
+    # The handshake with item 8, the nonce: a random number per connection, which lets a peer recognize
+    # its own handshake read back from a transport that echoes.
+    "handshake_nonce": [("handshake", NULL, 0, 0, [
+        ("uint8", 1), ("uint8", 1), ("uint64", 0), ("uint32", 16777216), ("string", "client-42"),
+        ("uint32", 1048576), ("uint32", 32), ("uint64", 0x5ca1ab1e0ddba11)])],
     # 32 nested empty lists: exactly the default depth limit, accepted (33 is nesting_too_deep).
     "nesting_at_limit": [("call", b"DEEP", 3, 0, [("list",)] * 32 + [("end",)] * 32)],
     # A ping with a body: the pong carries the same transaction id and the body unchanged.
@@ -215,6 +224,18 @@ TRANSCRIPTS = {
     "handshake_extra_items": ("items after the seventh are ignored", "acceptor", [
         ("!", "start"), ("<", ENGINE_HS),
         (">", ("handshake", NULL, 0, 0, PEER_HS[4] + [("string", "future"), ("list",), ("end",)])), ("=", "open")]),
+    "handshake_nonce": ("a peer's handshake with a nonce (item 8) other than ours: accepted", "acceptor", [
+        ("nonce", 7), ("!", "start"), ("<", ("handshake", NULL, 0, 0, ENGINE_HS[4] + [("uint64", 7)])),
+        (">", ("handshake", NULL, 0, 0, PEER_HS[4] + [("uint64", 8)])), ("=", "open")]),
+    "handshake_reflected": ("our own handshake read back (the other end echoes, as /bin/cat does): its nonce is "
+                            "ours, fatal bad_handshake", "initiator", [
+        ("nonce", 7), ("!", "start"), ("<", ("handshake", NULL, 0, 0, ENGINE_HS[4] + [("uint64", 7)])),
+        (">", ("handshake", NULL, 0, 0, ENGINE_HS[4] + [("uint64", 7)])),
+        ("<", err(22, text="the peer's handshake is our own, reflected (the other end echoes what it reads)")),
+        ("=", "failed"), ("?", "failure", 22)]),
+    "handshake_echoed_without_nonce": ("without nonces a reflected handshake cannot be told from the peer's: "
+                                       "it is accepted, as before item 8", "initiator", [
+        ("!", "start"), ("<", ENGINE_HS), (">", ENGINE_HS), ("=", "open")]),
     "first_frame_not_handshake": ("a call before the handshake: fatal bad_handshake", "acceptor", [
         ("!", "start"), ("<", ENGINE_HS), (">", call(1)), ("<", err(22)), ("=", "failed"), ("?", "failure", 22)]),
     "refused_by_peer": ("the peer's handshake, then an ERROR with transaction id 0: it refuses the connection; "
@@ -421,6 +442,8 @@ def write_transcripts():
                 lines.append("^ " + st[1])
             elif op == "?":
                 lines.append("? %s %d" % (st[1], st[2]))
+            elif op == "nonce":
+                lines.append("nonce %d" % st[1])
             else:
                 raise ValueError(op)
         with open(os.path.join(tdir, name + ".txt"), "w") as out:

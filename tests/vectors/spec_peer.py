@@ -201,6 +201,7 @@ class Session:
                  close_timeout=10000):
         self.role = role
         self.name = name
+        self.nonce = 0  # section 8, item 8: 0 = none (not sent)
         self.max_frame, self.max_items, self.max_depth = max_frame, max_items, max_depth
         self.handshake_timeout = handshake_timeout
         self.ping_interval = ping_interval
@@ -234,6 +235,8 @@ class Session:
         body = (enc_item(T_U8, 1) + enc_item(T_U8, 1) + enc_item(T_U64, 0)
                 + enc_item(T_U32, self.max_frame) + enc_item(T_STR, self.name)
                 + enc_item(T_U32, self.max_items) + enc_item(T_U32, self.max_depth))
+        if self.nonce:
+            body += enc_item(T_U64, self.nonce)
         self.written.append(frame(HANDSHAKE, body))
 
     def close(self, reason=None):
@@ -431,6 +434,11 @@ class Session:
         mdepth = vals[6] if len(items) > 6 else DEFAULT_MAX_DEPTH
         if lo == 0 or lo > hi:
             self._fatal(22, "bad version range %d..%d" % (lo, hi))
+            return
+        # item 8, the nonce, when it is a uint64 (an eighth item of another type is ignored)
+        nonce = vals[7] if len(items) > 7 and tags[7] == T_U64 else 0
+        if nonce and nonce == self.nonce:
+            self._fatal(22, "our own handshake, reflected")
             return
         if mframe < MIN_MAX_FRAME or mitems < MIN_MAX_ITEMS or mdepth < MIN_MAX_DEPTH:
             self._fatal(22, "limits below the minimums")
@@ -733,6 +741,9 @@ def replay(path, bytewise=False):
 
     for n, s in lines[1:]:
         op, _, rest = s.partition(" ")
+        if op == "nonce":
+            sess.nonce = int(rest)
+            continue
         if op in (">", "!"):
             drained(n)
         if op == ">":
@@ -794,6 +805,32 @@ def replay(path, bytewise=False):
     drained("end")
 
 
+# Vectors read against a definition (section 7, typed messages; tests/vectors/README.md): the vector,
+# its service's argument types, and what the reading gives (None: it fits).
+TYPED = [
+    ("call_add", [T_I32] * 5, None),
+    ("call_add_trailing_items", [T_I32] * 5, "trailing_items"),
+]
+
+
+def check_typed(root):
+    failed = 0
+    for name, types, want in TYPED:
+        with open(os.path.join(root, name + ".hex")) as f:
+            data = b"".join(parse_hex(l) for l in f)
+        got = None
+        try:
+            typed(check_body(data[HEADER:]), types)
+        except ProtocolError as e:
+            got = ERRC[e.code]
+        if got == want:
+            print("pass typed vector %s" % name)
+        else:
+            failed += 1
+            print("FAIL typed vector %s: expected %s, got %s" % (name, want, got))
+    return failed
+
+
 def indent(text, k=4):
     return "\n".join(" " * k + l for l in text.split("\n"))
 
@@ -835,6 +872,7 @@ def main(argv):
         else:
             failed += 1
             print("FAIL vector %s:\n  expected:\n%s\n  decoded:\n%s" % (v, indent("\n".join(want)), indent(got)))
+    failed += check_typed(root)
     print("%d transcripts, %d vectors, %d failed" % (len(names), len(vectors), failed))
     return 1 if failed else 0
 

@@ -229,11 +229,77 @@ struct vec {
 };
 }  // namespace
 
-TEST_CASE("message: a list shorter than a std::array is a mismatch, not a partial fill") {
+TEST_CASE("message: a list shorter or longer than a std::array is refused, not a partial fill") {
   w::out_buffer buf;
   REQUIRE(w::encode(buf, vec{{1, 2}}).has_value());
   CHECK(w::decode<arr>(*w::decode_frame(buf.view())).code() == w::errc::no_more_items);
   buf.clear();
   REQUIRE(w::encode(buf, vec{{1, 2, 3, 4}}).has_value());
-  CHECK(w::decode<arr>(*w::decode_frame(buf.view())).code() == w::errc::type_mismatch);
+  CHECK(w::decode<arr>(*w::decode_frame(buf.view())).code() == w::errc::trailing_items);
+}
+
+namespace {
+
+struct add_two {
+  static constexpr courier::token token{"ADD_"};
+  std::int32_t a = 0;
+  std::int32_t b = 0;
+  auto fields() { return std::tie(a, b); }
+  auto fields() const { return std::tie(a, b); }
+};
+
+struct segment {
+  static constexpr courier::token token{"SEG_"};
+  point from;
+  std::array<std::int32_t, 2> tags{};
+  auto fields() { return std::tie(from, tags); }
+  auto fields() const { return std::tie(from, tags); }
+};
+
+// A call frame with `build` writing its items.
+template <class Build>
+w::out_buffer call_frame(courier::token tok, Build&& build) {
+  w::out_buffer out;
+  w::frame_writer fw(out, w::frame_header{1, w::kind::call, 0, 0, tok, 1, 0});
+  build(fw);
+  REQUIRE(fw.finish());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("message: items after the last field are trailing_items, counted, whatever their type") {
+  auto frame = call_frame(token("ADD_"), [](w::frame_writer& fw) {
+    fw.add(std::int32_t{1}).add(std::int32_t{2}).add(2.5).begin_list().add(std::int32_t{3}).end_list();
+  });
+  add_two m;
+  auto ok = w::decode(*w::decode_frame(frame.view()), m);
+  REQUIRE_FALSE(ok);
+  CHECK(ok.code() == w::errc::trailing_items);
+  CHECK(ok.err().left_over == 2);
+  CHECK(ok.err().actual == w::item_type::float64);
+  CHECK(ok.err().offset == 10);
+  CHECK(ok.err().message() == "2 items left over after the last field, the first a float64 (offset 10)");
+}
+
+TEST_CASE("message: items after the last field of a nested record or array are trailing_items too") {
+  segment m;
+  auto extra_in_record = call_frame(token("SEG_"), [](w::frame_writer& fw) {
+    fw.begin_list().add(1.0).add(2.0).add(3.0).end_list();
+    fw.begin_list().add(std::int32_t{1}).add(std::int32_t{2}).end_list();
+  });
+  auto ok = w::decode(*w::decode_frame(extra_in_record.view()), m);
+  REQUIRE_FALSE(ok);
+  CHECK(ok.code() == w::errc::trailing_items);
+  CHECK(ok.err().left_over == 1);
+  CHECK(ok.err().message() == "1 item left over after the last field, the first a float64 (offset 19)");
+
+  auto extra_in_array = call_frame(token("SEG_"), [](w::frame_writer& fw) {
+    fw.begin_list().add(1.0).add(2.0).end_list();
+    fw.begin_list().add(std::int32_t{1}).add(std::int32_t{2}).add(std::int32_t{3}).end_list();
+  });
+  ok = w::decode(*w::decode_frame(extra_in_array.view()), m);
+  REQUIRE_FALSE(ok);
+  CHECK(ok.code() == w::errc::trailing_items);
+  CHECK(ok.err().left_over == 1);
 }

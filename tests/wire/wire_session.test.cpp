@@ -111,6 +111,9 @@ void replay(const fs::path& file, bool byte_by_byte) {
     const std::string arg = line.size() > 2 ? line.substr(2) : std::string();
     if (line.starts_with("role ")) {
       s.emplace(arg == "initiator" ? w::role::initiator : w::role::acceptor, cfg);
+    } else if (line.starts_with("nonce ")) {
+      cfg.local.nonce = std::stoull(line.substr(6));
+      s.emplace(s->side(), cfg);
     } else if (op == '>') {
       all_seen();
       const auto bytes = w::test::parse_hex(arg);
@@ -507,4 +510,59 @@ TEST_CASE("session: only context 0 is open; calls, sends and context frames for 
   s.feed(theirs.view(), out, rec, t0);
   CHECK(s.state() == w::session_state::open);
   CHECK(out.empty());
+}
+
+TEST_CASE("session: a handshake reflected back (client @ /bin/cat) is refused when it carries our nonce") {
+  const auto t0 = w::session::clock::time_point{} + 1h;
+  w::session_config cfg;
+  cfg.local.peer_name = "client";
+  SECTION("with a nonce: bad_handshake, saying the handshake is our own") {
+    cfg.local.nonce = 0x1234'5678'9abc'def0;
+    w::session s(w::role::initiator, cfg);
+    w::out_buffer out, answer;
+    s.start(out, t0);
+    auto mine = w::decode_frame(out.view());
+    REQUIRE(mine);
+    CHECK(w::decode_handshake(*mine)->nonce == cfg.local.nonce);
+    s.feed(out.view(), answer, ignore_frames{}, t0);  // what cat gives back
+    REQUIRE(s.state() == w::session_state::failed);
+    CHECK(s.failure().code == 22);
+    CHECK(s.failure().text == "the peer's handshake is our own, reflected (the other end echoes what it reads)");
+    auto f = w::decode_frame(answer.view());
+    REQUIRE(f);
+    CHECK(f->items().read<std::uint32_t>().value() == 22);
+  }
+  SECTION("a peer's other nonce is accepted") {
+    cfg.local.nonce = 7;
+    w::session s(w::role::initiator, cfg);
+    w::out_buffer out;
+    w::handshake_info peer;
+    peer.nonce = 8;
+    open_at(s, out, t0, peer);
+  }
+  SECTION("nonce 0 on both sides: no eighth item, and an echoed handshake opens as before") {
+    w::session s(w::role::initiator, cfg);
+    w::out_buffer out, answer;
+    s.start(out, t0);
+    auto mine = w::decode_frame(out.view());
+    REQUIRE(mine);
+    auto r = mine->items();
+    for (int i = 0; i < 7; ++i) REQUIRE(r.skip());
+    CHECK_FALSE(r.has_more());
+    s.feed(out.view(), answer, ignore_frames{}, t0);
+    CHECK(s.state() == w::session_state::open);
+  }
+}
+
+TEST_CASE("handshake: a nonce is written as the eighth item of the handshake_nonce vector, and read back") {
+  w::out_buffer out;
+  w::handshake_info info;
+  info.peer_name = "client-42";
+  info.nonce = 0x5ca1ab1e0ddba11;
+  REQUIRE(w::encode_handshake(out, info));
+  const auto expected = w::test::parse_hex(slurp(fs::path(COURIER_VECTORS_DIR) / "handshake_nonce.hex"));
+  CHECK(std::equal(out.view().begin(), out.view().end(), expected.begin(), expected.end()));
+  auto f = w::decode_frame(expected);
+  REQUIRE(f);
+  CHECK(w::decode_handshake(*f)->nonce == info.nonce);
 }

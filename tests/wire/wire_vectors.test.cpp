@@ -83,3 +83,31 @@ TEST_CASE("vectors: bytes decode to their meaning, and the meaning encodes to th
     }
   }
 }
+
+namespace {
+// The service of the call_add vectors: ADD_(int32 a, int32 b, int32 c, int32 d, int32 e).
+struct add_five {
+  static constexpr courier::token token{"ADD_"};
+  std::int32_t a = 0, b = 0, c = 0, d = 0, e = 0;
+  auto fields() { return std::tie(a, b, c, d, e); }
+  auto fields() const { return std::tie(a, b, c, d, e); }
+};
+
+w::result<add_five> read_add(const char* vector) {
+  const auto bytes = w::test::parse_hex(slurp(fs::path(COURIER_VECTORS_DIR) / vector));
+  auto f = w::decode_frame(bytes);
+  REQUIRE(f);
+  return w::decode<add_five>(*f);
+}
+}  // namespace
+
+TEST_CASE("vectors: read against their definition, ADD_ fits call_add and not call_add_trailing_items") {
+  auto fits = read_add("call_add.hex");
+  REQUIRE(fits);
+  CHECK(fits->e == 5);
+  auto extra = read_add("call_add_trailing_items.hex");
+  REQUIRE_FALSE(extra);
+  CHECK(extra.code() == w::errc::trailing_items);
+  CHECK(extra.err().left_over == 2);
+  CHECK(extra.err().message() == "2 items left over after the last field, the first a float64 (offset 25)");
+}

@@ -90,6 +90,7 @@ struct error {
   item_type expected = item_type::none;  // meaningful for type_mismatch / no_more_items
   item_type actual = item_type::none;    // for type_mismatch; for unknown_type_tag the raw tag byte
   std::uint32_t offset = 0;              // byte offset in the frame body (or in the input for header errors)
+  std::uint32_t left_over = 0;           // for trailing_items: how many items follow the last field (0: not counted)
 
   [[nodiscard]] std::error_code error_code() const noexcept { return make_error_code(code); }
   /// A sentence for a log or the text of an ERROR frame; allocates, so not for the hot path.

@@ -29,6 +29,10 @@ struct handshake_info {
   /// the sender accepts. A peer that omits them accepts the defaults.
   std::uint32_t max_items = limits{}.max_items;
   std::uint32_t max_depth = limits{}.max_depth;
+  /// Item 8: a random number chosen per connection, so that a peer can tell its own handshake read back
+  /// (a transport that echoes, such as `cat`, reflects it) from the other end's. 0 means none: item 8 is
+  /// then not sent. The owner fills it from a random source; it need not be secret.
+  std::uint64_t nonce = 0;
 };
 
 /// What two peers agreed on.
@@ -43,12 +47,13 @@ struct agreement {
   [[nodiscard]] limits peer_limits() const noexcept { return limits{max_frame_size, max_depth, max_items}; }
 };
 
-/// Appends a handshake frame (always in the version 1 layout, so any peer can read it).
+/// Appends a handshake frame (always in the version 1 layout, so any peer can read it): seven items,
+/// and the nonce as an eighth when it is not 0.
 [[nodiscard]] result<std::size_t> encode_handshake(out_buffer& out, const handshake_info& info);
 
 /// Reads the peer's handshake: five items, then optionally max_items and max_depth (uint32 each; the
-/// defaults when absent); items after the seventh are ignored (a newer peer may add some). peer_name
-/// views the frame.
+/// defaults when absent), then optionally the nonce (a uint64 eighth item; an eighth item of another
+/// type is ignored, as every item after it). peer_name views the frame.
 [[nodiscard]] result<handshake_info> decode_handshake(const frame_view& frame) noexcept;
 
 /// The highest version both speak and the capabilities both have; unsupported_version if the version

@@ -94,6 +94,15 @@ void write_value(frame_writer& w, const T& v) {
 template <class Tuple>
 bool read_fields(reader& r, Tuple&& fields, error& err, shared_block* owner = nullptr);
 
+/// The trailing_items error for the items from the cursor to the end of the current level (the body, or
+/// the list the cursor is in): where the first is, its type and how many there are. Precondition:
+/// r.has_more(). Moves the cursor past them; the body was validated, so every skip succeeds.
+[[nodiscard]] inline error trailing_items(reader& r) noexcept {
+  error e{errc::trailing_items, item_type::none, r.peek(), r.offset()};
+  while (r.has_more() && r.skip()) ++e.left_over;
+  return e;
+}
+
 // Returns false and sets err on failure: a plain bool keeps the per-field path in registers, where a
 // result<void> per field went through the stack. `owner` is the block the frame lies in (null: none),
 // which string_ref and bytes_ref fields share.
@@ -148,10 +157,18 @@ bool read_value(reader& r, T& v, error& err, shared_block* owner = nullptr) {
     for (auto& e : v) {
       if (!read_value(r, e, err, owner)) return false;
     }
+    if (r.has_more()) [[unlikely]] {
+      err = trailing_items(r);
+      return false;
+    }
     return check(r.end_list());
   } else if constexpr (has_fields<T>) {
     if (!check(r.begin_list())) return false;
     if (!read_fields(r, v.fields(), err, owner)) return false;
+    if (r.has_more()) [[unlikely]] {
+      err = trailing_items(r);
+      return false;
+    }
     return check(r.end_list());
   } else {
     static_assert(always_false<T>, "courier::wire: this field type has no wire mapping (see courier/wire/message.hpp)");
@@ -209,7 +226,8 @@ template <class T>
 inline constexpr bool views_frame = detail::views_frame_v<T>;
 
 /// Decodes a message from the body of `frame` into `msg`, reusing the capacity of its strings and vectors.
-/// The frame's token must be M's, and every item must be consumed. `owner`, when given, is the
+/// The frame's token must be M's, and every item must be consumed: items after the last field (of the
+/// message, or of a nested record or fixed-size array) are trailing_items, which counts them. `owner`, when given, is the
 /// receive block the frame lies in: string_ref and bytes_ref fields then view it and share it
 /// instead of copying their bytes.
 template <message M>
@@ -219,7 +237,8 @@ template <message M>
   error err;
   if (!detail::read_fields(r, msg.fields(), err, owner)) [[unlikely]]
     return err;
-  if (r.peek() != item_type::none) return error{errc::trailing_items, item_type::none, r.peek(), r.offset()};
+  if (r.has_more()) [[unlikely]]
+    return detail::trailing_items(r);
   return {};
 }
 

@@ -69,7 +69,9 @@ enum class session_state : std::uint8_t { handshaking, open, closing, closed, fa
 ///
 /// Thread-safety: a value type.
 struct session_config {
-  /// Versions, capabilities and name we announce. Its limit fields are ignored: lim is announced.
+  /// Versions, capabilities, name and nonce we announce. Its limit fields are ignored: lim is announced.
+  /// Give each connection a random nonce: a handshake received with the same non-zero nonce is our own,
+  /// reflected by a transport that echoes, and fails the session (bad_handshake).
   handshake_info local{};
   /// Our receive limits: what the decoder enforces and the handshake announces. Before the peer's
   /// handshake is accepted the frame size is held to max_first_frame_size (frame_limit()).
