@@ -204,7 +204,7 @@ class actor_base {
   friend class courier::system;
   friend class system_core;
   friend class timer_service;
-  friend bool register_actor(system_core*, actor_base*);
+  friend void register_actor(system_core*, actor_base*);
 
   // First cache line: the producers' word plus identity fields that are written rarely.
   // Second line: the consumer's cursor and the fields below, then the derived actor's state.
