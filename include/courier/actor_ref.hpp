@@ -199,11 +199,14 @@ class actor_ref {
   }
 
   /// Asynchronous request: `request(get{}, 1s).then(on_reply, on_error)`. From a handler, the
-  /// continuation runs later in that actor, like any message; from any other thread it runs on
-  /// the thread that settles the request (the replying worker or the timer). A time-out started
-  /// from a handler on a worker thread costs no lock and no allocation: it counts from the
-  /// worker's next check of its timers, so it never fires early and may fire late by the rest of
-  /// that handler's run plus about a millisecond.
+  /// continuation runs later in that actor, like any message; from any other thread it is queued
+  /// on the system's host lane, never run inside the replying actor or the timer: a threaded
+  /// system runs it on a worker outside every actor, a manual one inside the host's run calls
+  /// (executor.hpp). Only a request settled after shutdown closed the lane runs its continuation
+  /// on the settling thread. `then(executor, ...)` hands it to the executor instead. A time-out
+  /// started from a handler on a worker thread costs no lock and no allocation: it counts from
+  /// the worker's next check of its timers, so it never fires early and may fire late by the
+  /// rest of that handler's run plus about a millisecond.
   template <class M>
   [[nodiscard]] request_handle<T, std::remove_cvref_t<M>> request(M&& msg, timespan timeout = infinite) const {
     static_assert(detail::check_accepts<T, std::remove_cvref_t<M>>());
