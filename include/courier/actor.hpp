@@ -83,6 +83,14 @@ class actor : public detail::actor_base {
     if (exit_reason_ == nullptr) exit_reason_ = new error(reason);
     stop_requested_ = true;
   }
+  /// The same with a reason that carries text, e.g. `stop({errc::connection_lost, "the peer
+  /// closed the connection"})`: `down.reason` holds both. The first reason given wins; an empty
+  /// one (no code) stops as `stop()` does.
+  void stop(error reason) {
+    COURIER_ASSERT(detail::current_actor == this, "actor::stop() is for the actor's own handlers; use ref.stop()");
+    if (exit_reason_ == nullptr && reason) exit_reason_ = new error(std::move(reason));
+    stop_requested_ = true;
+  }
 
   /// Delivers `courier::down` to this actor when `target` stops (at once if it already has).
   template <class T>

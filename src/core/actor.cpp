@@ -49,9 +49,15 @@ void actor_base::handle_system(message_header* msg) {
     }
     case exit_type: {
       auto* slot = static_cast<exit_slot*>(msg);
-      errc reason = slot->reason;
+      if (exit_reason_ == nullptr) {
+        if (slot->reason_with_text == nullptr) {
+          exit_reason_ = new error(slot->reason);
+        } else if (*slot->reason_with_text) {  // an empty one stops the actor as a normal stop does
+          exit_reason_ = slot->reason_with_text;
+          slot->reason_with_text = nullptr;
+        }
+      }
       pool::destroy(slot);
-      if (exit_reason_ == nullptr) exit_reason_ = new error(reason);
       stop_requested_ = true;
       break;
     }

@@ -134,12 +134,31 @@ class actor_base {
 
   /// Asks the actor to stop. Graceful (`urgent` false): behind the messages already queued.
   /// Urgent: after the message being handled; what is queued is then dropped (dead letters,
-  /// failed requests). A stopped actor ignores it.
+  /// failed requests). A stopped actor ignores it. Its monitors see `down` with `reason` (as its
+  /// code, no text) unless the actor had a reason of its own already: the first one wins.
+  /// Allocates nothing beyond the pooled message.
   void request_exit(errc reason, bool urgent = false) {
     auto* slot = pool::make<exit_slot>();
     slot->type = exit_type;
     slot->reply_to = nullptr;
     slot->reason = reason;
+    if (!(urgent ? enqueue_urgent(slot) : enqueue(slot))) pool::destroy(slot);
+  }
+  /// The same with a reason that carries text, e.g. `{errc::connection_lost, "the peer closed
+  /// the connection"}`: monitors (and a linked parent) see both. Allocates the reason's copy. An
+  /// empty reason (no code) stops the actor as a normal stop does. Any thread, as the errc form.
+  void request_exit(error reason, bool urgent = false) {
+    auto* kept = new error(std::move(reason));
+    exit_slot* slot;
+    try {
+      slot = pool::make<exit_slot>();
+    } catch (...) {
+      delete kept;
+      throw;
+    }
+    slot->type = exit_type;
+    slot->reply_to = nullptr;
+    slot->reason_with_text = kept;
     if (!(urgent ? enqueue_urgent(slot) : enqueue(slot))) pool::destroy(slot);
   }
 
