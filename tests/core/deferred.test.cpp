@@ -243,7 +243,7 @@ TEST_CASE("delegate: the other actor's reply goes straight to the original reque
   auto to_stopped = request(f, get_delegated{3});
   run_all(sys);
   REQUIRE(to_stopped->error);
-  CHECK(*to_stopped->error == errc::actor_stopped);
+  CHECK(*to_stopped->error == errc::stopped_by_request);  // the database's exit reason
   CHECK(sys.dead_letters() == 0);  // a failed request is reported to its requester, not a dead letter
 }
 

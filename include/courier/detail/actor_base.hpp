@@ -174,6 +174,10 @@ class actor_base {
   /// Copies the reason this actor stopped with; valid once it has stopped.
   error exit_reason() const;
 
+  /// What a request fails with when this actor's mailbox refused it because the actor had
+  /// stopped (any thread, right after the refusal): see stopped_error.
+  error refused_request_error(const char* context = "the target had stopped before the request was sent") const;
+
   /// True once the actor has stopped (its monitors have been told). Thread-safe.
   bool has_stopped() const noexcept;
 
@@ -243,6 +247,12 @@ inline monitor_link* const monitors_closed = reinterpret_cast<monitor_link*>(std
 inline bool actor_base::has_stopped() const noexcept {
   return monitors_.load(std::memory_order_acquire) == monitors_closed;
 }
+
+/// What a request fails with because its target stopped with `reason`, `context` saying when:
+/// errc::actor_stopped with `context` after a normal stop (no reason), else the reason's code
+/// with "<reason's text, or its code's message> (<context>)", so that a requester learns why
+/// (connection_lost and what the connection saw, not only that the actor is gone).
+error stopped_error(const error* reason, const char* context);
 
 /// The system that owns `core`; valid while that system exists.
 courier::system* system_of(const system_core* core) noexcept;
