@@ -350,6 +350,7 @@ struct current_actor_scope {
 /// Hands a reply to its requesting actor (urgent lane); false when that actor has stopped.
 inline bool deliver_to(actor_base* actor, message_header* msg) noexcept { return actor->enqueue_urgent(msg); }
 inline void release_actor(actor_base* actor) noexcept { actor->release(); }
+inline bool actor_has_stopped(const actor_base* actor) noexcept { return actor->has_stopped(); }
 
 }  // namespace detail
 }  // namespace courier
