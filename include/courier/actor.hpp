@@ -83,6 +83,15 @@ class actor : public detail::actor_base {
     if (exit_reason_ == nullptr) exit_reason_ = new error(reason);
     stop_requested_ = true;
   }
+  /// The same with a reason that carries text, e.g. `stop({errc::connection_lost, "the peer
+  /// closed the connection"})`: `down.reason` holds both, and requests to this actor fail with
+  /// them from then on (see actor_ref::request). The first reason given wins; an empty one (no
+  /// code) stops as `stop()` does.
+  void stop(error reason) {
+    COURIER_ASSERT(detail::current_actor == this, "actor::stop() is for the actor's own handlers; use ref.stop()");
+    if (exit_reason_ == nullptr && reason) exit_reason_ = new error(std::move(reason));
+    stop_requested_ = true;
+  }
 
   /// Delivers `courier::down` to this actor when `target` stops (at once if it already has).
   template <class T>
@@ -100,7 +109,8 @@ class actor : public detail::actor_base {
   /// Forwards `msg` to `target` with the current request's reply route: `target`'s reply (or
   /// failure) goes straight to the original requester. From a handler that returns `delegated<R>`;
   /// elsewhere (or for a one-way message) it is a plain send. If `target` has stopped, the original
-  /// request fails with errc::actor_stopped (a one-way message is a dead letter).
+  /// request fails as a request to it would (actor_ref::request: actor_stopped after a normal
+  /// stop, else its exit reason's code); a one-way message is a dead letter.
   template <class T, class M>
   delegated<reply_type_t<T, std::remove_cvref_t<M>>> delegate(const actor_ref<T>& target, M&& msg);
 
@@ -323,7 +333,7 @@ delegated<reply_type_t<T, std::remove_cvref_t<M>>> actor<Derived, Msgs...>::dele
   const bool full = r == detail::push_result::full;
   if (p != nullptr)
     detail::reply_error(p, full ? error(errc::mailbox_full, "the delegate target's mailbox was full")
-                                : error(errc::actor_stopped, "the delegate target had stopped"));
+                                : to->refused_request_error("the delegate target had stopped"));
   else
     detail::dead_letter(to->core(), to->id(), typeid(message).name(),
                         full ? dead_letter_reason::mailbox_full : dead_letter_reason::stopped);

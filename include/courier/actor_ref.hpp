@@ -199,11 +199,20 @@ class actor_ref {
   }
 
   /// Asynchronous request: `request(get{}, 1s).then(on_reply, on_error)`. From a handler, the
-  /// continuation runs later in that actor, like any message; from any other thread it runs on
-  /// the thread that settles the request (the replying worker or the timer). A time-out started
-  /// from a handler on a worker thread costs no lock and no allocation: it counts from the
-  /// worker's next check of its timers, so it never fires early and may fire late by the rest of
-  /// that handler's run plus about a millisecond.
+  /// continuation runs later in that actor, like any message; from any other thread it is queued
+  /// on the system's host lane, never run inside the replying actor or the timer: a threaded
+  /// system runs it on a worker outside every actor, a manual one inside the host's run calls
+  /// (executor.hpp). Only a request settled after shutdown closed the lane runs its continuation
+  /// on the settling thread. `then(executor, ...)` hands it to the executor instead. A time-out
+  /// started from a handler on a worker thread costs no lock and no allocation: it counts from
+  /// the worker's next check of its timers, so it never fires early and may fire late by the
+  /// rest of that handler's run plus about a millisecond.
+  ///
+  /// A request to an actor that has stopped, or that stops with the request still queued, fails
+  /// with errc::actor_stopped when it stopped normally (`stop()`), else with its exit reason's
+  /// code (stopped_by_request, connection_lost, handler_failed, ...) and text followed by "(the
+  /// target had stopped before the request was sent)" or "(the actor stopped before handling the
+  /// message)". `ask` fails the same way.
   template <class M>
   [[nodiscard]] request_handle<T, std::remove_cvref_t<M>> request(M&& msg, timespan timeout = infinite) const {
     static_assert(detail::check_accepts<T, std::remove_cvref_t<M>>());
@@ -222,8 +231,8 @@ class actor_ref {
 
   /// Stops the actor after the message it is handling now (urgent: it overtakes what is queued,
   /// like CAF's exit messages and Akka's `context.stop`). What is still queued is dropped: one-way
-  /// messages become dead letters, requests fail with actor_stopped. Its monitors see
-  /// errc::stopped_by_request. Does nothing on an empty reference or a stopped actor.
+  /// messages become dead letters, requests fail with stopped_by_request (see request). Its
+  /// monitors see errc::stopped_by_request. Does nothing on an empty reference or a stopped actor.
   void stop() const;
 
   /// Stops the actor once it has handled the messages already queued (graceful, like Akka's

@@ -152,7 +152,7 @@ class [[nodiscard]] request_handle {
       detail::reply_error(p, error(errc::mailbox_full, "the target's mailbox was full"));
       return;
     }
-    detail::reply_error(p, error(errc::actor_stopped, "the target had stopped before the request was sent"));
+    detail::reply_error(p, target->refused_request_error());
   }
 
   actor_ref<T> target_;
@@ -184,7 +184,7 @@ auto actor_ref<T>::ask(M&& msg, timespan timeout) const {
     detail::release(p);
     if (r == detail::push_result::full)
       return outcome(failure_tag, error(errc::mailbox_full, "the target's mailbox was full"));
-    return outcome(failure_tag, error(errc::actor_stopped, "the target had stopped before the request was sent"));
+    return outcome(failure_tag, ptr_->refused_request_error());
   }
   if (detail::uses_virtual_clock(p->core)) {
     // Deterministic: the deadline is on the virtual clock. Run what is runnable; when nothing is,

@@ -86,6 +86,15 @@ class response_promise {
     return pending_ == nullptr || pending_->state.load(std::memory_order_acquire) != 0;
   }
 
+  /// True once nobody can receive an answer any more, so work towards one can stop: the request
+  /// timed out, the `ask` caller gave up waiting, or the requesting actor has stopped (its
+  /// continuation can never run). Also true for an empty promise. False while the requester
+  /// still waits, including a plain thread's `then` (its continuation runs even after shutdown).
+  /// For a promise not yet answered; answering an abandoned one does nothing anyone sees.
+  /// Thread-safe and cheap (a few atomic loads, no allocation): a handler may poll it between
+  /// steps of long work while the requester stops on another thread.
+  bool abandoned() const noexcept { return pending_ == nullptr || detail::requester_gone(pending_); }
+
   /// Answers the request with `value`. False, doing nothing, when the promise is empty or was
   /// already answered (by this copy or another).
   bool deliver(R value) {

@@ -2,12 +2,12 @@
 /// @file
 /// The actor system: spawns actors, owns the scheduler and the timer, and shuts down in bounded time.
 ///
-/// After `shutdown`, `spawn` throws and the run functions run nothing. `dead_letters` goes on
+/// Once shutdown has begun, `spawn` throws; after `shutdown`, the run functions run nothing. `dead_letters` goes on
 /// counting sends through references that outlive the shutdown.
 ///
 /// Thread-safety: `spawn`, `registry`, `dead_letters`, `continuation_failures` and `live_actors`
-/// may be called from any thread, including from handlers, also while `shutdown` runs: an actor
-/// spawned while it runs is asked to stop at once, and `spawn` throws once it has finished.
+/// may be called from any thread, including from handlers, also while `shutdown` runs (`spawn`
+/// then throws system_shutdown, so that a spawner cannot hold shutdown off until its deadline).
 /// `await_all_stopped` is for a thread that is not a worker. `run_one`, `poll`,
 /// `run_until_idle` and `fire_due_timers` (manual modes) are for one driving thread at a time;
 /// `next_deadline`, `wake_fd` and `stopped` for any thread. `begin_shutdown`, `shutdown` and the
@@ -91,8 +91,9 @@ class system {
   /// Builds a `T` in a pooled slot (aligned to max(64, alignof(T))) and starts it. `T`'s
   /// constructor must not send (its reference does not exist yet); give `T` an `on_start()`
   /// instead, which runs on the actor's thread before its first message and may send and spawn.
-  /// Throws std::system_error (errc::system_shutdown) once `shutdown` has finished; while it
-  /// runs, the new actor is asked to stop at once. The mailbox is bounded when `T` declares
+  /// Throws std::system_error (errc::system_shutdown) once shutdown has begun (`shutdown` or
+  /// `begin_shutdown`), from a handler as from any thread: a handler that lets it escape stops
+  /// its actor with handler_failed, as any throw does. The mailbox is bounded when `T` declares
   /// `static constexpr std::size_t mailbox_capacity = N;`, else unbounded.
   template <class T, class... Args>
     requires(!std::is_same_v<std::remove_cvref_t<detail::first_of_t<Args...>>, spawn_options>)
@@ -222,9 +223,8 @@ class system {
     base->mailbox_.set_capacity(static_cast<std::uint32_t>(capacity));
     object->self_ = actor_ref<T>::adopt(base);  // the keep-alive reference
     base->add_ref();                            // the caller's
-    bool stop_now;
     try {
-      stop_now = detail::register_actor(core_, base);
+      detail::register_actor(core_, base);
     } catch (...) {
       object->~T();  // drops the keep-alive reference; the caller's is never handed out
       pool::deallocate(slot, sizeof(T), alignment);
@@ -232,11 +232,7 @@ class system {
     }
     auto ref = actor_ref<T>::adopt(base);
     if (parent != nullptr) parent->link_child(base, parent_down_type);  // before its first message
-    if (stop_now) {
-      base->request_exit(errc::system_shutdown);
-    } else {
-      if constexpr (detail::has_on_start<T>) detail::queue_start(base);
-    }
+    if constexpr (detail::has_on_start<T>) detail::queue_start(base);
     return ref;
   }
 

@@ -20,6 +20,23 @@ bool actor_base::add_monitor(monitor_link* link) noexcept {
 
 error actor_base::exit_reason() const { return exit_reason_ != nullptr ? *exit_reason_ : error{}; }
 
+error stopped_error(const error* reason, const char* context) {
+  if (reason == nullptr || !*reason) return error(errc::actor_stopped, context);
+  std::string text = reason->text.empty() ? reason->code.message() : reason->text;
+  text += " (";
+  text += context;
+  text += ")";
+  return error(reason->code, std::move(text));
+}
+
+error actor_base::refused_request_error(const char* context) const {
+  // exit_reason_ is written before terminate closes the mailbox; the acquire load in closed()
+  // pairs with close()'s exchange, so a producer that saw the mailbox closed may read it. The
+  // other refusal, a self-send from a stopping handler, is on this actor's own thread.
+  const bool readable = this == current_actor || mailbox_.closed();
+  return stopped_error(readable ? exit_reason_ : nullptr, context);
+}
+
 void actor_base::handle_system(message_header* msg) {
   switch (msg->type) {
     case response_type: {
@@ -49,9 +66,15 @@ void actor_base::handle_system(message_header* msg) {
     }
     case exit_type: {
       auto* slot = static_cast<exit_slot*>(msg);
-      errc reason = slot->reason;
+      if (exit_reason_ == nullptr) {
+        if (slot->reason_with_text == nullptr) {
+          exit_reason_ = new error(slot->reason);
+        } else if (*slot->reason_with_text) {  // an empty one stops the actor as a normal stop does
+          exit_reason_ = slot->reason_with_text;
+          slot->reason_with_text = nullptr;
+        }
+      }
       pool::destroy(slot);
-      if (exit_reason_ == nullptr) exit_reason_ = new error(reason);
       stop_requested_ = true;
       break;
     }
@@ -103,9 +126,7 @@ void actor_base::terminate(const error& reason) noexcept {
   if (reason && exit_reason_ == nullptr) exit_reason_ = new error(reason);
   if (message_header* m = mailbox_.close()) {
     // Built only when something was queued: a normal stop allocates nothing.
-    const error dropped(errc::actor_stopped,
-                        reason ? "the actor stopped before handling the message: " + reason.describe()
-                               : "the actor stopped before handling the message");
+    const error dropped = stopped_error(&reason, "the actor stopped before handling the message");
     while (m != nullptr) {
       message_header* next = m->next;
       // A dropped request tells its requester; a dropped one-way message is a dead letter.

@@ -19,18 +19,19 @@ namespace detail {
 // ---------------------------------------------------------------------------------------------
 // Registry and dead letters
 
-bool register_actor(system_core* core, actor_base* a) {
+void register_actor(system_core* core, actor_base* a) {
   std::lock_guard lock(core->registry_mutex);
   const auto phase = core->phase.load(std::memory_order_relaxed);
   if (phase == system_core::phase_t::finished)
     throw std::system_error(make_error_code(errc::system_shutdown), "courier: spawn after shutdown");
+  if (phase == system_core::phase_t::stopping)
+    throw std::system_error(make_error_code(errc::system_shutdown), "courier: spawn while the system shuts down");
   a->identity().id = core->next_id.fetch_add(1, std::memory_order_relaxed);
   a->identity().registry_next = core->registry_head;
   if (core->registry_head != nullptr) core->registry_head->identity().registry_prev = a;
   core->registry_head = a;
   ++core->live;
   core->refs.fetch_add(1, std::memory_order_relaxed);
-  return phase == system_core::phase_t::stopping;
 }
 
 void release_core(system_core* core) noexcept {
@@ -190,7 +191,7 @@ void system::ask_everyone_to_stop() {
     detail::system_core* const previous = detail::running_core;
     if (core_->manual) detail::running_core = core_;
     std::lock_guard lock(core_->registry_mutex);
-    core_->phase.store(detail::system_core::phase_t::stopping, std::memory_order_release);  // later spawns stop at once
+    core_->phase.store(detail::system_core::phase_t::stopping, std::memory_order_release);  // later spawns throw
     for (detail::actor_base* a = core_->registry_head; a != nullptr; a = a->identity().registry_next)
       a->request_exit(errc::system_shutdown);
     detail::running_core = previous;

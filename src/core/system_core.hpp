@@ -322,8 +322,8 @@ class system_core {
   std::size_t live = 0;
   std::atomic<std::uint64_t> next_id{1};
 
-  /// running -> stopping (shutdown asked every actor to stop; later spawns are asked at once)
-  /// -> finished (spawn throws). Written under registry_mutex.
+  /// running -> stopping (shutdown asked every actor to stop; spawn throws from here on)
+  /// -> finished (the actors stopped or the deadline passed). Written under registry_mutex.
   enum class phase_t : int { running, stopping, finished };
   std::atomic<phase_t> phase{phase_t::running};
   /// Cleared when shutdown returns: the user's hooks (and their contexts) may be gone after it.

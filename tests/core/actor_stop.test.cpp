@@ -4,9 +4,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <thread>
 #include <vector>
 
 #include "courier/system.hpp"
@@ -21,6 +24,22 @@ using courier_test::get;
 using courier_test::quit;
 using courier_test::probe_state;
 using courier_test::counter;
+
+namespace {
+
+/// Stops itself with the reason it is sent; answers `get` while it lives.
+struct lose_with {
+  courier::error reason;
+};
+class lossy : public courier::actor<lossy, lose_with, get> {
+ public:
+  void on(const lose_with& m) { stop(m.reason); }
+  int on(const get&) { return 1; }
+};
+
+bool has(const courier::error& e, const char* text) { return e.text.find(text) != std::string::npos; }
+
+}  // namespace
 
 // ----------------------------------------------------------------------------------------------
 // Stopping
@@ -84,3 +103,82 @@ TEST_CASE("stop() inside a handler: queued requests fail with actor_stopped, on_
   CHECK_FALSE(c.send(add{1, 1}));
 }
 
+
+TEST_CASE("requests to an actor that stopped with a reason fail with its code and text", "[actor][stop]") {
+  courier_test::watchdog wd("request to stopped with reason");
+  courier::system sys{courier::config::deterministic()};
+  auto c = sys.spawn<lossy>();
+  c.send(lose_with{courier::error(errc::connection_lost, "gone")});
+  sys.run_until_idle();
+  REQUIRE(sys.live_actors() == 0);
+
+  for (auto timeout : {courier::infinite, courier::timespan(10s)}) {
+    std::optional<courier::error> failed;
+    c.request(get{}, timeout).then([](int) {}, [&](const courier::error& e) { failed = e; });
+    sys.run_until_idle();
+    REQUIRE(failed.has_value());
+    CHECK(*failed == errc::connection_lost);
+    CHECK(failed->text == "gone (the target had stopped before the request was sent)");
+  }
+  auto r = c.ask(get{}, 10s);
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.err() == errc::connection_lost);
+  CHECK(r.err().text == "gone (the target had stopped before the request was sent)");
+  CHECK(sys.dead_letters() == 0);
+}
+
+TEST_CASE("requests queued when an actor stops with a reason fail with its code and text", "[actor][stop]") {
+  courier_test::watchdog wd("queued at stop with reason");
+  courier::system sys{courier::config::deterministic()};
+  auto c = sys.spawn<lossy>();
+  c.send(lose_with{courier::error(errc::connection_lost, "gone")});
+  std::optional<courier::error> failed;
+  c.request(get{}).then([](int) {}, [&](const courier::error& e) { failed = e; });  // behind the stop
+  sys.run_until_idle();
+  REQUIRE(failed.has_value());
+  CHECK(*failed == errc::connection_lost);
+  CHECK(failed->text == "gone (the actor stopped before handling the message)");
+}
+
+TEST_CASE("a reason without text: later requests get its code and its message", "[actor][stop]") {
+  courier_test::watchdog wd("request to stopped by request");
+  courier::system sys{courier::config::deterministic()};
+  auto c = sys.spawn<counter>();
+  c.stop();
+  sys.run_until_idle();
+  auto r = c.ask(get{}, 1s);
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.err() == errc::stopped_by_request);
+  CHECK(has(r.err(), "(the target had stopped before the request was sent)"));
+  CHECK(r.err().text.size() > std::string_view("(the target had stopped before the request was sent)").size());
+}
+
+TEST_CASE("a plain thread's requests to an actor stopped on a worker carry its reason", "[actor][stop][concurrent]") {
+  courier_test::watchdog wd("threaded request to stopped with reason");
+  courier::config cfg;
+  cfg.workers = 2;
+  courier::system sys{cfg};
+  for (int round = 0; round < 50; ++round) {
+    auto c = sys.spawn<lossy>();
+    c.send(lose_with{courier::error(errc::connection_lost, "keepalive: the peer was silent for 30000 ms")});
+    // Races the stop: the first asks may be answered; once one fails, every later one carries the reason.
+    bool stopped = false;
+    for (int i = 0; i < 1000 && !stopped; ++i) {
+      auto r = c.ask(get{}, 5s);
+      if (r.has_value()) continue;
+      stopped = true;
+      CHECK(r.err() == errc::connection_lost);
+      CHECK(has(r.err(), "keepalive: the peer was silent for 30000 ms"));
+    }
+    REQUIRE(stopped);
+    std::atomic<bool> done{false};
+    std::optional<courier::error> failed;
+    c.request(get{}).then([](int) {}, [&](const courier::error& e) {
+      failed = e;
+      done = true;
+    });
+    REQUIRE(courier_test::eventually([&] { return done.load(); }));
+    CHECK(*failed == errc::connection_lost);
+    CHECK(has(*failed, "(the target had stopped before the request was sent)"));
+  }
+}

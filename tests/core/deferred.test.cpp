@@ -243,7 +243,7 @@ TEST_CASE("delegate: the other actor's reply goes straight to the original reque
   auto to_stopped = request(f, get_delegated{3});
   run_all(sys);
   REQUIRE(to_stopped->error);
-  CHECK(*to_stopped->error == errc::actor_stopped);
+  CHECK(*to_stopped->error == errc::stopped_by_request);  // the database's exit reason
   CHECK(sys.dead_letters() == 0);  // a failed request is reported to its requester, not a dead letter
 }
 
@@ -291,4 +291,142 @@ TEST_CASE("delegate to a full bounded mailbox fails the original request with ma
   REQUIRE(out->error);
   CHECK(*out->error == errc::mailbox_full);
   CHECK(sys.dead_letters() == 0);
+}
+
+// ----------------------------------------------------------------------------------------------
+// Abandoned promises: the served actor learns that its caller is gone
+
+namespace {
+
+struct wait_for_answer {};
+struct kept_count {};
+struct is_abandoned {};
+struct answer_kept {};
+
+/// Keeps every wait_for_answer's promise unanswered and reports, from its own thread, whether
+/// the last one is abandoned.
+class keeper : public courier::actor<keeper, wait_for_answer, kept_count, is_abandoned, answer_kept> {
+ public:
+  courier::response_promise<int> on(const wait_for_answer&) {
+    kept_.push_back(make_response_promise<int>());
+    return kept_.back();
+  }
+  int on(const kept_count&) { return static_cast<int>(kept_.size()); }
+  bool on(const is_abandoned&) { return !kept_.empty() && kept_.back().abandoned(); }
+  void on(const answer_kept&) {
+    for (auto& p : kept_) p.deliver(1);
+    kept_.clear();
+  }
+
+ private:
+  std::vector<courier::response_promise<int>> kept_;
+};
+
+struct ask_keeper {
+  courier::actor_ref<keeper> target;
+};
+
+/// Requests an answer from a keeper and waits for it (no time-out) as its continuation.
+class waiting_requester : public courier::actor<waiting_requester, ask_keeper> {
+ public:
+  void on(const ask_keeper& m) {
+    m.target.request(wait_for_answer{}).then([](int) {}, [](const courier::error&) {});
+  }
+};
+
+bool keeper_says_abandoned(const courier::actor_ref<keeper>& k) {
+  auto r = k.ask(is_abandoned{}, 5s);
+  REQUIRE(r.has_value());
+  return *r;
+}
+
+void wait_until_kept(const courier::actor_ref<keeper>& k, int count) {
+  REQUIRE(courier_test::eventually([&] {
+    auto r = k.ask(kept_count{}, 5s);
+    return r.has_value() && *r >= count;
+  }));
+}
+
+}  // namespace
+
+TEST_CASE("abandoned: false while the requesting actor waits, true once it has stopped",
+          "[deferred][abandoned][concurrent]") {
+  courier_test::watchdog wd("abandoned requester stops");
+  courier::config cfg;
+  cfg.workers = 2;
+  courier::system sys{cfg};
+  auto k = sys.spawn<keeper>();
+  for (int round = 0; round < 20; ++round) {
+    auto a = sys.spawn<waiting_requester>();
+    a.send(ask_keeper{k});
+    wait_until_kept(k, round + 1);
+    CHECK_FALSE(keeper_says_abandoned(k));  // the requester lives and waits
+    a.stop();
+    CHECK(courier_test::eventually([&] { return keeper_says_abandoned(k); }, 5s));
+  }
+  CHECK(k.send(answer_kept{}));  // answering abandoned promises harms nobody
+  auto r = k.ask(kept_count{}, 5s);
+  REQUIRE(r.has_value());
+  CHECK(*r == 0);
+}
+
+TEST_CASE("abandoned: true once an ask caller gave up, false while it waits", "[deferred][abandoned][concurrent]") {
+  courier_test::watchdog wd("abandoned ask times out");
+  courier::config cfg;
+  cfg.workers = 2;
+  courier::system sys{cfg};
+  auto k = sys.spawn<keeper>();
+  std::atomic<bool> asked{false};
+  std::optional<courier::error> outcome;
+  std::thread caller([&] {
+    asked = true;
+    auto r = k.ask(wait_for_answer{}, 300ms);
+    if (!r.has_value()) outcome = r.err();
+  });
+  while (!asked.load()) std::this_thread::yield();
+  wait_until_kept(k, 1);
+  CHECK_FALSE(keeper_says_abandoned(k));  // well inside the 300 ms: the caller still waits
+  caller.join();
+  REQUIRE(outcome.has_value());
+  CHECK(*outcome == errc::request_timeout);
+  CHECK(keeper_says_abandoned(k));
+}
+
+TEST_CASE("abandoned: true after a 50 ms ask time-out, and after a request().then time-out",
+          "[deferred][abandoned][concurrent]") {
+  courier_test::watchdog wd("abandoned after time-outs");
+  courier::config cfg;
+  cfg.workers = 2;
+  courier::system sys{cfg};
+  auto k = sys.spawn<keeper>();
+  auto r = k.ask(wait_for_answer{}, 50ms);
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.err() == errc::request_timeout);
+  CHECK(keeper_says_abandoned(k));
+
+  std::atomic<bool> failed{false};
+  k.request(wait_for_answer{}, 50ms).then([](int) {}, [&](const courier::error& e) {
+    CHECK(e == errc::request_timeout);
+    failed = true;
+  });
+  wait_until_kept(k, 2);
+  REQUIRE(courier_test::eventually([&] { return failed.load(); }));
+  CHECK(keeper_says_abandoned(k));
+}
+
+TEST_CASE("abandoned: a plain thread's request without time-out is never abandoned while it waits",
+          "[deferred][abandoned]") {
+  courier_test::watchdog wd("abandoned plain thread waits");
+  courier::system sys{courier::config::deterministic()};
+  auto k = sys.spawn<keeper>();
+  std::optional<int> value;
+  k.request(wait_for_answer{}).then([&](int v) { value = v; }, [](const courier::error&) {});
+  sys.run_until_idle();
+  CHECK_FALSE(keeper_says_abandoned(k));
+  k.send(answer_kept{});
+  sys.run_until_idle();
+  REQUIRE(value.has_value());
+  CHECK(*value == 1);
+  CHECK_FALSE(courier::response_promise<int>{}.pending());
+  CHECK(courier::response_promise<int>{}.abandoned());  // empty: nobody to answer
 }

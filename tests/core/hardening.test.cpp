@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -101,7 +102,7 @@ TEST_CASE("plain threads sending while shutdown runs see clean failures", "[hard
 // ---------------------------------------------------------------------------------------------
 // spawn racing shutdown
 
-TEST_CASE("spawn from another thread while shutdown runs throws or stops the actor, never crashes",
+TEST_CASE("spawn from another thread while shutdown runs throws system_shutdown, never crashes",
           "[hardening][shutdown][concurrent]") {
   courier_test::watchdog wd("spawn during shutdown", 60s);
   for (int round = 0; round < 20; ++round) {
@@ -130,6 +131,42 @@ TEST_CASE("spawn from another thread while shutdown runs throws or stops the act
   }
 }
 
+TEST_CASE("threads that spawn without pause do not keep shutdown from finishing",
+          "[hardening][shutdown][concurrent]") {
+  courier_test::watchdog wd("spawners racing shutdown", 60s);
+  for (int round = 0; round < 10; ++round) {
+    courier::config cfg;
+    cfg.workers = 2;
+    courier::system sys{cfg};
+    std::atomic<bool> spawning{false};
+    std::atomic<int> refused{0};
+    std::vector<std::thread> spawners;
+    for (int t = 0; t < 2; ++t)
+      spawners.emplace_back([&] {
+        for (;;) {
+          try {
+            sys.spawn<counter>().send(add{1, 1});
+          } catch (const std::system_error& e) {
+            CHECK(e.code() == courier::make_error_code(errc::system_shutdown));
+            ++refused;
+            return;
+          }
+          spawning = true;
+        }
+      });
+    while (!spawning.load()) std::this_thread::yield();
+    std::this_thread::sleep_for(5ms);  // a steady stream of spawns and stops is under way
+    const auto start = std::chrono::steady_clock::now();
+    const auto report = sys.shutdown(1s);
+    const auto took = std::chrono::steady_clock::now() - start;
+    for (auto& s : spawners) s.join();
+    INFO("round " << round << ": " << report.unfinished.size() << " unfinished");
+    CHECK(report.clean);
+    CHECK(took < 900ms);
+    CHECK(refused.load() == 2);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Shutdown deadlines and reports
 
@@ -140,41 +177,98 @@ class child : public courier::actor<child, get> {
  public:
   int on(const get&) { return 1; }
 };
+
+/// What a spawner saw: how many children it spawned, and the refusals it caught.
+struct spawn_log {
+  std::mutex mutex;
+  int spawned = 0;
+  std::vector<std::error_code> refusals;
+  std::vector<std::string> texts;
+};
+
+/// Spawns a child per spawn_child; with a log, catches a refused spawn and notes it, without one
+/// lets the exception escape the handler.
 class spawner : public courier::actor<spawner, spawn_child> {
  public:
-  explicit spawner(courier::system* sys) : sys_(sys) {}
-  void on(const spawn_child&) { kept_ = sys_->spawn<child>(); }
+  explicit spawner(courier::system* sys, spawn_log* log = nullptr) : sys_(sys), log_(log) {}
+  void on(const spawn_child&) {
+    if (log_ == nullptr) {
+      kept_ = sys_->spawn<child>();
+      return;
+    }
+    try {
+      kept_ = sys_->spawn<child>();
+      std::lock_guard lock(log_->mutex);
+      ++log_->spawned;
+    } catch (const std::system_error& e) {
+      std::lock_guard lock(log_->mutex);
+      log_->refusals.push_back(e.code());
+      log_->texts.emplace_back(e.what());
+    }
+  }
   void on_stop() { kept_.reset(); }
 
  private:
   courier::system* sys_;
+  spawn_log* log_;
   courier::actor_ref<child> kept_;
 };
 
 }  // namespace
 
-TEST_CASE("an actor spawned while shutdown runs is asked to stop at once", "[hardening][shutdown]") {
-  courier_test::watchdog wd("spawn while shutting down");
+TEST_CASE("spawn once shutdown has begun throws system_shutdown, from a plain thread as from a handler",
+          "[hardening][shutdown]") {
+  courier_test::watchdog wd("spawn after begin_shutdown");
   courier::system sys{courier::config::deterministic()};
-  auto s = sys.spawn<spawner>(&sys);
-  s.send(spawn_child{});  // handled by shutdown, before the stop request
+  spawn_log log;
+  auto s = sys.spawn<spawner>(&sys, &log);
+  s.send(spawn_child{});
+  sys.run_until_idle();
+  s.send(spawn_child{});  // handled after begin_shutdown, before the stop request
+  sys.begin_shutdown();
+  try {
+    sys.spawn<child>();
+    FAIL("spawn after begin_shutdown did not throw");
+  } catch (const std::system_error& e) {
+    CHECK(e.code() == courier::make_error_code(errc::system_shutdown));
+    CHECK(std::string(e.what()).find("shuts down") != std::string::npos);
+  }
   const auto report = sys.shutdown(2s);
   CHECK(report.clean);
   CHECK(report.unfinished.empty());
+  CHECK(log.spawned == 1);
+  REQUIRE(log.refusals.size() == 1);
+  CHECK(log.refusals[0] == courier::make_error_code(errc::system_shutdown));
 }
 
-TEST_CASE("an actor spawned while a threaded shutdown runs does not make it wait out its deadline",
+TEST_CASE("a handler whose spawn is refused by shutdown stops its actor, and shutdown stays clean",
+          "[hardening][shutdown]") {
+  courier_test::watchdog wd("refused spawn escapes a handler");
+  courier::system sys{courier::config::deterministic()};
+  auto s = sys.spawn<spawner>(&sys);
+  s.send(spawn_child{});  // handled by shutdown, before the stop request: its spawn throws
+  const auto report = sys.shutdown(2s);
+  CHECK(report.clean);
+  CHECK(report.unfinished.empty());
+  CHECK(sys.live_actors() == 0);
+}
+
+TEST_CASE("an actor spawning while a threaded shutdown runs does not make it wait out its deadline",
           "[hardening][shutdown][concurrent]") {
   courier_test::watchdog wd("threaded spawn while shutting down");
   courier::config cfg;
   cfg.workers = 2;
   courier::system sys{cfg};
-  auto s = sys.spawn<spawner>(&sys);
+  spawn_log log;
+  auto s = sys.spawn<spawner>(&sys, &log);
   for (int i = 0; i < 10; ++i) s.send(spawn_child{});
   const auto start = std::chrono::steady_clock::now();
   const auto report = sys.shutdown(3s);
   CHECK(std::chrono::steady_clock::now() - start < 2s);
   CHECK(report.clean);
+  std::lock_guard lock(log.mutex);
+  CHECK(log.spawned + static_cast<int>(log.refusals.size()) == 10);
+  for (const auto& code : log.refusals) CHECK(code == courier::make_error_code(errc::system_shutdown));
 }
 
 TEST_CASE("shutdown(infinite) waits for the actors instead of overflowing", "[hardening][shutdown]") {

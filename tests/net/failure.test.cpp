@@ -721,7 +721,7 @@ TEST_CASE("a stopped connection closes its socket at once, though refs to it are
     for (auto& ref : held) ref.stop();
     REQUIRE(settles([&] { return client.connections() == 0 && srv.net.connections() == 0; }));
     CHECK(courier_test::open_descriptors() == fds);  // no socket waits for the last ref to go
-    for (auto& ref : held) CHECK(ref.ask(add{1, 1}, 2s).err() == errc::actor_stopped);
+    for (auto& ref : held) CHECK(ref.ask(add{1, 1}, 2s).err() == errc::stopped_by_request);  // the exit reason
   });
 }
 
@@ -786,10 +786,11 @@ courier::error kill_mid_call(courier::actor_ref<calc::api> ref, pid_t server_pid
   REQUIRE(seen.wait_for(5s) == std::future_status::ready);
   CHECK(seen.get() == errc::connection_lost);
   // Later calls fail at once: the connection actor has stopped, and a stopped actor answers
-  // actor_stopped, remote or local.
+  // with its exit reason, remote or local.
   auto after = ref.ask(calc::add{1, 2}, 5s);
   REQUIRE_FALSE(after);
-  CHECK(after.err() == errc::actor_stopped);
+  CHECK(after.err() == errc::connection_lost);
+  CHECK(after.err().text.find("(the target had stopped before the request was sent)") != std::string::npos);
   return e;
 }
 

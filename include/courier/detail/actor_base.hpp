@@ -134,12 +134,31 @@ class actor_base {
 
   /// Asks the actor to stop. Graceful (`urgent` false): behind the messages already queued.
   /// Urgent: after the message being handled; what is queued is then dropped (dead letters,
-  /// failed requests). A stopped actor ignores it.
+  /// failed requests). A stopped actor ignores it. Its monitors see `down` with `reason` (as its
+  /// code, no text) unless the actor had a reason of its own already: the first one wins.
+  /// Allocates nothing beyond the pooled message.
   void request_exit(errc reason, bool urgent = false) {
     auto* slot = pool::make<exit_slot>();
     slot->type = exit_type;
     slot->reply_to = nullptr;
     slot->reason = reason;
+    if (!(urgent ? enqueue_urgent(slot) : enqueue(slot))) pool::destroy(slot);
+  }
+  /// The same with a reason that carries text, e.g. `{errc::connection_lost, "the peer closed
+  /// the connection"}`: monitors (and a linked parent) see both. Allocates the reason's copy. An
+  /// empty reason (no code) stops the actor as a normal stop does. Any thread, as the errc form.
+  void request_exit(error reason, bool urgent = false) {
+    auto* kept = new error(std::move(reason));
+    exit_slot* slot;
+    try {
+      slot = pool::make<exit_slot>();
+    } catch (...) {
+      delete kept;
+      throw;
+    }
+    slot->type = exit_type;
+    slot->reply_to = nullptr;
+    slot->reason_with_text = kept;
     if (!(urgent ? enqueue_urgent(slot) : enqueue(slot))) pool::destroy(slot);
   }
 
@@ -154,6 +173,10 @@ class actor_base {
 
   /// Copies the reason this actor stopped with; valid once it has stopped.
   error exit_reason() const;
+
+  /// What a request fails with when this actor's mailbox refused it because the actor had
+  /// stopped (any thread, right after the refusal): see stopped_error.
+  error refused_request_error(const char* context = "the target had stopped before the request was sent") const;
 
   /// True once the actor has stopped (its monitors have been told). Thread-safe.
   bool has_stopped() const noexcept;
@@ -204,7 +227,7 @@ class actor_base {
   friend class courier::system;
   friend class system_core;
   friend class timer_service;
-  friend bool register_actor(system_core*, actor_base*);
+  friend void register_actor(system_core*, actor_base*);
 
   // First cache line: the producers' word plus identity fields that are written rarely.
   // Second line: the consumer's cursor and the fields below, then the derived actor's state.
@@ -224,6 +247,12 @@ inline monitor_link* const monitors_closed = reinterpret_cast<monitor_link*>(std
 inline bool actor_base::has_stopped() const noexcept {
   return monitors_.load(std::memory_order_acquire) == monitors_closed;
 }
+
+/// What a request fails with because its target stopped with `reason`, `context` saying when:
+/// errc::actor_stopped with `context` after a normal stop (no reason), else the reason's code
+/// with "<reason's text, or its code's message> (<context>)", so that a requester learns why
+/// (connection_lost and what the connection saw, not only that the actor is gone).
+error stopped_error(const error* reason, const char* context);
 
 /// The system that owns `core`; valid while that system exists.
 courier::system* system_of(const system_core* core) noexcept;
@@ -321,6 +350,7 @@ struct current_actor_scope {
 /// Hands a reply to its requesting actor (urgent lane); false when that actor has stopped.
 inline bool deliver_to(actor_base* actor, message_header* msg) noexcept { return actor->enqueue_urgent(msg); }
 inline void release_actor(actor_base* actor) noexcept { actor->release(); }
+inline bool actor_has_stopped(const actor_base* actor) noexcept { return actor->has_stopped(); }
 
 }  // namespace detail
 }  // namespace courier

@@ -51,9 +51,17 @@ struct error_slot : message_header {
   error err;
 };
 
-/// A stop request from the outside (system shutdown or `actor_ref::stop`).
+/// A stop request from the outside (system shutdown or `actor_ref::stop`). A reason with text
+/// (`request_exit(error)`) lives on the heap, so the common code-only stop stays a small pooled
+/// slot that allocates nothing.
 struct exit_slot : message_header {
-  errc reason;
+  errc reason{};
+  error* reason_with_text = nullptr;  // owned; when set it is the reason and `reason` is unused
+
+  exit_slot() = default;
+  exit_slot(const exit_slot&) = delete;
+  exit_slot& operator=(const exit_slot&) = delete;
+  ~exit_slot() { delete reason_with_text; }
 };
 
 /// Runs the actor's on_start() before its first message.

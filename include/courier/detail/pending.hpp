@@ -30,6 +30,7 @@ namespace courier::detail {
 // Defined in detail/actor_base.hpp, once actor_base is complete.
 bool deliver_to(actor_base* actor, message_header* msg) noexcept;
 void release_actor(actor_base* actor) noexcept;
+bool actor_has_stopped(const actor_base* actor) noexcept;
 
 struct pending_ops {
   /// In the requesting actor: takes the reply slot, frees it and runs the continuation.
@@ -64,6 +65,17 @@ struct pending_base {
   system_core* core = nullptr;
   const pending_ops* ops = nullptr;
 };
+
+/// True once no answer can reach whoever made the request: a time-out settled it (state 1 with no
+/// answer given), an `ask` caller gave up (state 2), or the requesting actor has stopped, so its
+/// continuation can never run. The host lane is never counted as gone: after it closes, a
+/// plain thread's continuation runs on the settling thread. Any thread; three atomic loads.
+inline bool requester_gone(const pending_base* p) noexcept {
+  const std::uint32_t s = p->state.load(std::memory_order_acquire);
+  if (s == 2) return true;
+  if (s == 1 && !p->answered.load(std::memory_order_acquire)) return true;
+  return p->requester != nullptr && !p->host_route && actor_has_stopped(p->requester);
+}
 
 inline void release(pending_base* p) noexcept {
   if (p->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) p->ops->destroy(p);

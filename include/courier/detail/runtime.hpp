@@ -28,8 +28,9 @@ void schedule(actor_base* actor);
 
 /// Adds the actor to the registry and takes a reference on `core` for it (dropped by
 /// `release_core` when the actor is destroyed). Throws std::system_error(system_shutdown) once
-/// shutdown has finished; returns true while it runs: the caller must then ask the actor to stop.
-bool register_actor(system_core* core, actor_base* actor);
+/// shutdown has begun: shutdown ends when the registry is empty, which a spawner that kept
+/// adding actors would hold off until the deadline.
+void register_actor(system_core* core, actor_base* actor);
 void unregister_actor(system_core* core, actor_base* actor) noexcept;
 void release_core(system_core* core) noexcept;
 /// One more reference on `core` (a continuation handed to an executor holds one until it ran).
