@@ -38,8 +38,12 @@ class squarer : public courier::actor<squarer, square_of> {
 
 struct slow_done {
   std::int32_t value = 0;
+  std::chrono::steady_clock::time_point due;
   courier::response_promise<std::int32_t> answer;
 };
+
+// How long a slow answer sleeps between looks at whether its caller still waits.
+constexpr std::chrono::milliseconds slow_step{100};
 
 class calculator : public courier::actor<calculator, calc::add, calc::divide, calc::slow, calc::square, calc::note,
                                          calc::notes_seen, slow_done> {
@@ -67,17 +71,24 @@ class calculator : public courier::actor<calculator, calc::add, calc::divide, ca
       answer.deliver(m.a / m.b);
     return answer;
   }
+  // A slow answer waits in steps, and gives up as soon as nobody can receive it (the caller timed
+  // out, or its connection closed): a client that asks for 2^31 ms and goes away holds nothing.
   courier::response_promise<std::int32_t> on(const calc::slow& m) {
     auto answer = make_response_promise<std::int32_t>();
     if (m.delay_ms < 0) {
       answer.fail(courier::error(courier::errc::invalid_argument, "a negative delay"));
       return answer;
     }
-    self().delayed_send(slow_done{m.value, answer}, std::chrono::milliseconds(m.delay_ms));
+    wait_step(slow_done{m.value, std::chrono::steady_clock::now() + std::chrono::milliseconds(m.delay_ms), answer});
     return answer;
   }
   void on(const slow_done& m) {
     auto answer = m.answer;  // a copy shares the one answer
+    if (answer.abandoned()) return;
+    if (std::chrono::steady_clock::now() < m.due) {
+      wait_step(m);
+      return;
+    }
     answer.deliver(m.value);
   }
   courier::delegated<std::int32_t> on(const calc::square& m) { return delegate(squarer_, square_of{m.x}); }
@@ -86,6 +97,11 @@ class calculator : public courier::actor<calculator, calc::add, calc::divide, ca
   void on_stop() { squarer_.reset(); }
 
  private:
+  void wait_step(const slow_done& m) {
+    const auto left = m.due - std::chrono::steady_clock::now();
+    self().delayed_send(m, left < slow_step ? std::chrono::duration_cast<std::chrono::nanoseconds>(left) : slow_step);
+  }
+
   courier::actor_ref<squarer> squarer_;
   std::int32_t notes_ = 0;
 };

@@ -16,7 +16,7 @@ namespace {
 
 // Each handshake carries a fresh nonce, so that a transport that echoes our bytes back (a pipe
 // "server" such as cat) shows our own handshake and is refused instead of answered.
-[[maybe_unused]] std::uint64_t handshake_nonce() {
+std::uint64_t handshake_nonce() {
   thread_local std::mt19937_64 bits{std::random_device{}()};
   std::uint64_t n = 0;
   while (n == 0) n = bits();
@@ -26,7 +26,7 @@ namespace {
 wire::session_config session_config_of(const connection_config& cfg) {
   wire::session_config s;
   s.local.peer_name = cfg.name;
-  // NONCE
+  s.local.nonce = handshake_nonce();
   s.local.max_frame_size = cfg.limits.max_frame_size;
   s.lim = cfg.limits;
   s.handshake_timeout = cfg.handshake_timeout;

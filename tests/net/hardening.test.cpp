@@ -679,3 +679,86 @@ TEST_CASE("SIGTERM with slow calls in flight: the calc server answers them befor
   CHECK(::access(file.c_str(), F_OK) != 0);  // the socket file is gone
 }
 #endif
+
+TEST_CASE("adopt without waiting for the handshake returns at once; the first call reports the outcome",
+          "[net][hardening][adopt]") {
+  courier_test::watchdog wd("adopt async", 30s);
+  auto pair = courier::net::socket_pair();
+  REQUIRE(pair);
+  courier::net::socket silent = std::move(pair->second);  // a peer that never answers
+  courier::system sys;
+  courier::net::node net{sys};
+  courier::net::connection_config cfg;
+  cfg.wait_for_handshake = false;
+  cfg.handshake_timeout = 300ms;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto ref = net.adopt<api>(std::move(pair->first), cfg);
+  CHECK(std::chrono::steady_clock::now() - t0 < 100ms);
+  REQUIRE(ref);
+  auto r = ref->ask(add{1, 2}, 5s);
+  REQUIRE_FALSE(r);
+  INFO(r.err().describe());
+  CHECK(r.err() == errc::request_timeout);
+  CHECK(r.err().text.find("no handshake") != std::string::npos);
+}
+
+namespace {
+
+class down_seen : public courier::actor<down_seen, courier::down> {
+ public:
+  down_seen(courier::actor_ref<api> target, std::promise<courier::error>* out) : target_(std::move(target)), out_(out) {}
+  void on_start() { monitor(target_); }
+  void on(const courier::down& d) {
+    out_->set_value(d.reason);
+    target_.reset();
+  }
+
+ private:
+  courier::actor_ref<api> target_;
+  std::promise<courier::error>* out_;
+};
+
+}  // namespace
+
+TEST_CASE("down and later calls carry the reason the connection was lost, with its text",
+          "[net][hardening][down]") {
+  courier_test::watchdog wd("down text", 30s);
+  each_transport("downtext", [](const endpoint& at) {
+    const std::string hello = raw_peer::handshake_bytes();
+    raw_server peer(at, [&hello](courier::net::socket& s) {
+      courier_test::write_all(s, hello);
+      courier_test::read_exactly(s, 1 << 20, 3s);  // reads, answers nothing, never pongs
+    });
+    courier::system sys;
+    courier::net::node net{sys};
+    courier::net::connection_config cfg;
+    cfg.ping_interval = 100ms;  // dead after 300 ms of silence
+    auto ref = net.connect<api>(peer.where, cfg);
+    REQUIRE(ref);
+    std::promise<courier::error> down;
+    sys.spawn<down_seen>(*ref, &down);
+    auto seen = down.get_future();
+    REQUIRE(seen.wait_for(5s) == std::future_status::ready);
+    const courier::error reason = seen.get();
+    INFO(reason.describe());
+    CHECK(reason == errc::connection_lost);
+    CHECK(reason.text.find("silent") != std::string::npos);
+    auto later = ref->ask(add{1, 2}, 2s);
+    REQUIRE_FALSE(later);
+    CHECK(later.err() == errc::connection_lost);
+    CHECK(later.err().text.find("silent") != std::string::npos);
+  });
+}
+
+TEST_CASE("a pipe 'server' that echoes our bytes (cat) is refused: the handshake is our own", "[net][hardening][pipe]") {
+  courier_test::watchdog wd("reflected", 30s);
+  courier::system sys;
+  courier::net::node net{sys};
+  endpoint where;
+  where.kind = endpoint::kind_t::pipe;
+  where.command = {"/bin/cat"};
+  auto r = net.connect<api>(where);
+  REQUIRE_FALSE(r);
+  INFO(r.err().describe());
+  CHECK(r.err().text.find("reflected") != std::string::npos);
+}

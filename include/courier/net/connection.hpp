@@ -71,6 +71,11 @@ struct connection_config {
   std::size_t mailbox_capacity = 16 * 1024;
   /// A peer that has not completed the handshake by then is disconnected.
   std::chrono::milliseconds handshake_timeout{10'000};
+  /// Client: whether connect() and adopt(), called from a plain thread of a threaded system, wait
+  /// for the handshake (so a refused or mismatched server is their error). false: they return
+  /// the ref at once, and the first call fails with the handshake's error if it fails; calls made
+  /// meanwhile are sent once it is accepted.
+  bool wait_for_handshake = true;
   /// Client: how long connect() may take to reach the server (the handshake then has its own time).
   std::chrono::milliseconds connect_timeout{10'000};
   /// SO_SNDBUF and SO_RCVBUF of the connection's socket, in bytes (0: the kernel's defaults).

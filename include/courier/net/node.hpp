@@ -185,10 +185,11 @@ class node {
   node& operator=(const node&) = delete;
   ~node() { stop(); }
 
-  /// Connects to a server that serves `I` at `where` and returns a ref that sends to it.
-  /// Waits for the handshake (up to cfg.handshake_timeout) when called from a plain thread of a
-  /// threaded system, so a refused or mismatched server is an error here; elsewhere (an actor,
-  /// an embedded system) it returns at once and the first call reports such a failure.
+  /// Connects to a server that serves `I` at `where` (within cfg.connect_timeout) and returns a
+  /// ref that sends to it. Waits for the handshake (up to cfg.handshake_timeout) when called from
+  /// a plain thread of a threaded system, so a refused or mismatched server is an error here;
+  /// elsewhere (an actor, an embedded system), or with cfg.wait_for_handshake false, it returns
+  /// at once and the first call reports such a failure.
   template <class I>
   courier::result<actor_ref<I>> connect(const endpoint& where, const connection_config& cfg = {}) {
     auto c = net::connect(where, cfg.connect_timeout);
@@ -197,7 +198,8 @@ class node {
   }
 
   /// A client on a stream that is already connected (a socket pair, an inherited descriptor):
-  /// like connect(), without the transport's part. The descriptor is made non-blocking.
+  /// like connect(), without the transport's part (cfg.wait_for_handshake false: no wait). The
+  /// descriptor is made non-blocking.
   template <class I>
   courier::result<actor_ref<I>> adopt(socket connected, const connection_config& cfg = {}) {
     if (auto ok = make_nonblocking(connected.fd()); !ok) return ok.err();
@@ -283,7 +285,8 @@ class node {
     auto conn = core_->system().template spawn<client_connection<I>>(spawn_options{.mailbox_capacity = cfg.mailbox_capacity},
                                                                       core_, std::move(sock), std::move(child), cfg,
                                                                       std::move(opened));
-    if (core_->system().settings().mode == courier::scheduling::threaded && courier::detail::current_actor == nullptr) {
+    if (cfg.wait_for_handshake && core_->system().settings().mode == courier::scheduling::threaded &&
+        courier::detail::current_actor == nullptr) {
       // The session's own handshake time-out ends the wait; the extra second is a backstop.
       if (outcome.wait_for(cfg.handshake_timeout + std::chrono::seconds(1)) != std::future_status::ready) {
         conn.stop();

@@ -556,8 +556,10 @@ class client_connection
     stopped_ = true;
     if (child_ && exit_status_) lost_why_.text += "; server process " + child_->describe_exit();
     fail_all(lost_why_);
+    // Monitors see down with the code and why: "the peer was silent for 30000 ms", a protocol
+    // error the peer made, the server's exit.
     const errc reason = lost_why_.code == errc::protocol_error ? errc::protocol_error : errc::connection_lost;
-    this->request_exit(reason, false);
+    this->request_exit(courier::error(reason, lost_why_.text), false);
   }
 
   // A pipe server's pidfd joins the reactor: its exit is a message, never a wait.
@@ -629,7 +631,7 @@ class server_connection
     // peer, and the keepalive waits with us. Output the peer does not read for the dead-peer
     // time ends the connection all the same (connection::tick).
     conn_.tick(!paused_ && !conn_.read_stalled());
-    if (conn_.finished()) this->stop(errc::connection_lost);
+    if (conn_.finished()) stop_with_why();
   }
 
   // The node is stopping: an orderly close (docs/protocol.md section 11). Calls received before
@@ -645,7 +647,7 @@ class server_connection
   void on_turn_end() {
     if (conn_.wants_write()) flush();
     if (conn_.finished()) {
-      this->stop(errc::connection_lost);  // replies still owed have nowhere to go
+      stop_with_why();  // replies still owed have nowhere to go
       return;
     }
     on_turn_end_resume();
@@ -744,6 +746,12 @@ class server_connection
               }
               settled();
             });
+  }
+
+  // Monitors of a server connection see down with the connection's code and why.
+  void stop_with_why() {
+    const errc reason = conn_.why().code == errc::protocol_error ? errc::protocol_error : errc::connection_lost;
+    this->stop(courier::error(reason, conn_.why().text));
   }
 
   void settled(std::size_t answered = 1) {
