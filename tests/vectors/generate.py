@@ -138,6 +138,10 @@ GOOD = {
     # The ERROR frames of the connection state machine (section 11): a refused call, a spoiled send.
     "error_shutdown": [("error", b"ADD_", 4, 0, [("uint32", 260), ("string", "ADD_: the connection is closing")])],
     "error_connection": [("error", NULL, 0, 0, [("uint32", 13), ("string", "send ECHO: invalid UTF-8")])],
+    # A server that will not serve a connection (at its connection limit, out of descriptors, stopping)
+    # sends this as its first frame, instead of its handshake, and closes: always code 260, the reason
+    # in the text (docs/protocol.md section 11).
+    "refused_at_capacity": [("error", NULL, 0, 0, [("uint32", 260), ("string", "too many connections (limit 64)")])],
     "context_open_close": [
         ("context_open", b"CHLD", 0, 1, [("string", "worker")]),
         ("call", b"WORK", 2, 1, [("string", "job")]),
@@ -248,6 +252,11 @@ TRANSCRIPTS = {
         ("!", "start"), ("<", ENGINE_HS),
         (">", ("error", NULL, 0, 0, [("uint32", 260), ("string", "server stopping")])),
         ("=", "failed"), ("?", "failure", 260)]),
+    "refused_at_capacity": ("a server at its connection limit refuses with 260 as its first frame, no handshake: "
+                            "the connection fails with the server's code, nothing is answered", "initiator", [
+        ("!", "start"), ("<", ENGINE_HS),
+        (">", ("error", NULL, 0, 0, [("uint32", 260), ("string", "too many connections (limit 64)")])),
+        ("=", "failed"), ("?", "failure", 260)]),
     "second_handshake_spoiled": ("a second handshake, spoiled too: still fatal unexpected_frame", "acceptor",
                                  OPEN_ACC + [
         (">", ("handshake", NULL, 0, 0, [("string", b"\xff")])), ("<", err(23)), ("=", "failed")]),
@@ -351,6 +360,10 @@ TRANSCRIPTS = {
     "close_by_peer_idle": ("the peer closes with nothing outstanding: our close answers at once", "acceptor",
                            OPEN_ACC + [
         (">", ("close", NULL, 0, 0, [])), ("<", ("close", NULL, 0, 0, [])), ("=", "closed")]),
+    "bytes_after_close": ("frames behind a close that completed are ignored: nothing is answered, nothing handed "
+                          "over", "acceptor", OPEN_ACC + [
+        (">", ("close", NULL, 0, 0, [])), ("<", ("close", NULL, 0, 0, [])), ("=", "closed"),
+        (">>", [call(1), ("ping", NULL, 4, 0, [])]), ("=", "closed")]),
     "close_simultaneous": ("both close at once; our call crossed the peer's close and gets 260; then closed",
                            "initiator", OPEN_INI + [
         ("!", "call_sent"), ("!", "close"), ("<", ("close", NULL, 0, 0, [])), ("=", "closing"),

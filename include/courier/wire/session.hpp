@@ -21,19 +21,19 @@
 ///   failed       a fatal error: the ERROR frame (if any) is in `out`; write it and close the transport.
 ///                failure() says why.
 ///
-/// Changes from the API sketched in PLAN.md (helper B):
-///   - reply_sent(out) takes the out_buffer: when the peer is closing and the last received call has
-///     been answered, the session appends our `close` there.
-///   - call_sent(): the owner tells the session about each call it sends, so the close waits for the
-///     answers (calls_outstanding()); the session counts the reply/error frames it delivers.
-///   - tick(now, out) and next_deadline() carry the time-outs (handshake, keepalive ping, dead peer,
-///     close); the owner calls tick() at next_deadline() at the latest.
-///   - failure() returns a session_failure (code as on the wire, text, and whether the peer sent it),
-///     not courier::error: the wire library does not depend on the runtime's error type. code is a
-///     wire errc number (1..255) or a runtime number (272 connection_lost for end of stream or silence).
+/// The owner's part:
+///   - reply_sent(out) after each answer to a call the handler received: when the peer is closing and
+///     that was the last one, the session appends our `close` there.
+///   - call_sent() for each call it sends, so the close waits for the answers (calls_outstanding()).
+///   - tick(now, out) at next_deadline() (a one-shot timer, re-armed after each tick) for the time-outs
+///     (handshake, keepalive ping, dead peer, close); feed(..., now) and note_received(now) with the
+///     arrival time of every read, whole frames or not.
+///   - failure() says why a session failed: the code as on the wire (a wire errc number 1..255, or a
+///     runtime number such as 272 connection_lost), the text, whether the peer sent it and whether a
+///     time-out ended it. It is not courier::error: the wire library does not depend on the runtime.
 ///   - the handler may also have on_bad_reply(std::uint64_t txn, const error&): a reply or error frame
 ///     for one of our calls arrived spoiled (non-fatal fault); the owner fails that call.
-///   - peer_closing(): the peer sent close; open_for_calls(): we may still start calls/sends.
+///   - peer_closing(): the peer sent close; open_for_calls(): we may still start calls and sends.
 ///
 /// Thread-safety: one session is used by one thread at a time (the one that owns the connection);
 /// distinct sessions are independent.
