@@ -405,12 +405,14 @@ TEST_CASE("abandoned: true after a 50 ms ask time-out, and after a request().the
   CHECK(keeper_says_abandoned(k));
 
   std::atomic<bool> failed{false};
+  courier::error why;  // written by the continuation (on a worker) before `failed`
   k.request(wait_for_answer{}, 50ms).then([](int) {}, [&](const courier::error& e) {
-    CHECK(e == errc::request_timeout);
+    why = e;
     failed = true;
   });
   wait_until_kept(k, 2);
   REQUIRE(courier_test::eventually([&] { return failed.load(); }));
+  CHECK(why == errc::request_timeout);
   CHECK(keeper_says_abandoned(k));
 }
 

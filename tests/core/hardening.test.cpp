@@ -139,7 +139,7 @@ TEST_CASE("threads that spawn without pause do not keep shutdown from finishing"
     cfg.workers = 2;
     courier::system sys{cfg};
     std::atomic<bool> spawning{false};
-    std::atomic<int> refused{0};
+    std::atomic<int> refused{0};  // with system_shutdown (Catch's checks are for this thread only)
     std::vector<std::thread> spawners;
     for (int t = 0; t < 2; ++t)
       spawners.emplace_back([&] {
@@ -147,8 +147,7 @@ TEST_CASE("threads that spawn without pause do not keep shutdown from finishing"
           try {
             sys.spawn<counter>().send(add{1, 1});
           } catch (const std::system_error& e) {
-            CHECK(e.code() == courier::make_error_code(errc::system_shutdown));
-            ++refused;
+            if (e.code() == courier::make_error_code(errc::system_shutdown)) ++refused;
             return;
           }
           spawning = true;
