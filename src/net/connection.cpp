@@ -113,11 +113,12 @@ void connection::after_session_step() {
                    static_cast<unsigned>(session_.agreed().version), static_cast<unsigned>(send_limits_.max_frame_size));
   }
   if (held_.size() != 0 && st != wire::session_state::handshaking) release_held();
+  // The reason is decided before the last write: a peer that refused us and closed makes that
+  // write fail, and its reason, not the broken pipe, is why the connection ended.
   if (st == wire::session_state::closed) {
-    flush();
     finish(courier::error(errc::connection_lost, "the connection was closed in order"));
-  } else if (st == wire::session_state::failed) {
     flush();
+  } else if (st == wire::session_state::failed) {
     // A protocol code (below 256) means one side broke the protocol; a runtime code (272 for end of
     // stream or silence, 260 from a server that refuses us while shutting down) means the
     // connection is gone for a reason that is nobody's fault.
@@ -128,6 +129,7 @@ void connection::after_session_step() {
       finish(courier::error(errc::protocol_error, (f.by_peer ? "the peer reported: " : "the peer sent bad input: ") + f.text));
     else
       finish(courier::error(errc::connection_lost, f.by_peer ? "the peer ended the connection: " + f.text : f.text));
+    flush();
   }
 }
 
@@ -279,6 +281,7 @@ bool connection::flush() {
     if (r.status != io_result::ok) {
       out_.clear();
       written_ = 0;
+      if (!opened_) read_refusal();  // a server that refused us may have said why before it closed
       finish(courier::error(errc::connection_lost, std::string("write: ") + std::strerror(r.error)));
       return false;
     }
@@ -299,6 +302,21 @@ bool connection::flush() {
     written_ = 0;
   }
   return true;
+}
+
+// Before the handshake the only frame a peer may send instead of its own is an ERROR that refuses
+// the connection (too many connections, out of descriptors, shutting down); when our write fails
+// because it closed, that refusal is waiting in the socket: read it, so the reason is its text.
+void connection::read_refusal() {
+  struct no_frames {  // nothing but the session's own frames can come before the handshake
+    void on_frame(const wire::frame_view&) {}
+  } ignore;
+  std::byte first[wire::max_first_frame_size];
+  const io_result r = read_some(sock_, first);
+  if (r.status != io_result::ok) return;
+  session_.feed({first, r.bytes}, out_, ignore, std::chrono::steady_clock::now());
+  out_.clear();  // nothing can be written any more
+  after_session_step();
 }
 
 void connection::close_socket() noexcept {

@@ -208,6 +208,7 @@ class connection {
  private:
   void after_session_step();
   void release_held();
+  void read_refusal();
   void finish(courier::error why);
   void compact() noexcept;
   enum class room : std::uint8_t { ready, stalled, failed };
