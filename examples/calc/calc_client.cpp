@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <future>
+#include <limits>
 #include <string>
 
 #include "calc_api.hpp"
@@ -63,6 +64,12 @@ int main(int argc, char** argv) {
   expect(!quotient && quotient.err() == courier::errc::invalid_argument &&
              quotient.err().text.find("divide by zero") != std::string::npos,
          "divide 1 / 0 fails: " + (quotient ? std::to_string(*quotient) : quotient.err().describe()));
+
+  // Every input gets an answer: INT32_MIN / -1 does not fit, and the server says so.
+  auto overflow = calc.ask(calc::divide{std::numeric_limits<std::int32_t>::min(), -1}, timeout);
+  expect(!overflow && overflow.err() == courier::errc::invalid_argument &&
+             overflow.err().text.find("overflow") != std::string::npos,
+         "divide INT32_MIN / -1 fails: " + (overflow ? std::to_string(*overflow) : overflow.err().describe()));
 
   // A time-out: the server answers after 500 ms, the client waits 100 ms.
   auto late = calc.ask(calc::slow{500, 1}, 100ms);

@@ -150,3 +150,65 @@ TEST_CASE("options: unknown, conflicting and incomplete options are errors with 
   check_refused({"--tcp", "--port", "1", "@", "./server"}, "does not go with --tcp");
   check_refused({"@"}, "'@' must be followed");
 }
+
+namespace {
+
+courier::result<courier::net::options> parse_server(std::initializer_list<const char*> words) {
+  std::vector<const char*> argv{"/usr/bin/prog"};
+  argv.insert(argv.end(), words.begin(), words.end());
+  return parse_options(static_cast<int>(argv.size()), argv.data(), "prog", {}, courier::net::program_kind::server);
+}
+
+}  // namespace
+
+TEST_CASE("options: an error's text does not repeat the program's name (the caller prints it)") {
+  auto r = parse({"--bogus"});
+  REQUIRE_FALSE(r);
+  CHECK(r.err().text.find("prog") == std::string::npos);
+}
+
+TEST_CASE("options: a server's usage is a server's, it refuses '@', and has the server's limits") {
+  const std::string server_help = courier::net::options_help("prog", {}, courier::net::program_kind::server);
+  const std::string client_help = courier::net::options_help("prog");
+  CHECK(server_help.find("SIGTERM") != std::string::npos);
+  CHECK(server_help.find("@ server-program") == std::string::npos);
+  CHECK(client_help.find("@ server-program") != std::string::npos);
+  for (const char* option : {"--max-connections", "--max-memory", "--max-frame"})
+    CHECK(server_help.find(option) != std::string::npos);
+  CHECK(client_help.find("--max-connections") == std::string::npos);
+
+  auto at = parse_server({"@", "./other"});
+  REQUIRE_FALSE(at);
+  CHECK(at.err().text.find("is for clients") != std::string::npos);
+  CHECK_FALSE(parse({"--max-connections", "3"}));  // a client has no such option
+
+  auto r = parse_server({"--uds", "--file", "/tmp/s.sock", "--max-connections", "64", "--max-memory", "1048576",
+                         "--max-frame", "65536"});
+  REQUIRE(r);
+  CHECK(r->max_connections == 64);
+  CHECK(r->max_memory == 1048576);
+  CHECK(r->max_frame == 65536);
+  CHECK_FALSE(parse_server({"--max-frame", "1000"}));  // below the protocol's minimum
+}
+
+TEST_CASE("options: config_from applies every accepted option to the connection settings") {
+  auto r = parse_server({"--tcp", "--port", "0", "--timeout", "2.5", "--name", "calc", "--buffersize", "8192",
+                         "--max-frame", "131072", "--max-connections", "7", "--max-memory", "4096000", "--debug", "1"});
+  REQUIRE(r);
+  courier::net::connection_config base;
+  base.name = "default-name";
+  const courier::net::connection_config cfg = courier::net::config_from(*r, base);
+  CHECK(cfg.name == "calc");
+  CHECK(cfg.handshake_timeout == std::chrono::milliseconds(2500));
+  CHECK(cfg.connect_timeout == std::chrono::milliseconds(2500));
+  CHECK(cfg.socket_buffer_size == 8192);
+  CHECK(cfg.limits.max_frame_size == 131072);
+  CHECK(cfg.max_connections == 7);
+  CHECK(cfg.max_receive_memory == 4096000);
+  CHECK(cfg.debug == 1);
+  auto plain = parse({});
+  REQUIRE(plain);
+  const auto defaults = courier::net::config_from(*plain, base);
+  CHECK(defaults.name == "default-name");  // no --name: the program's own default
+  CHECK(defaults.limits.max_frame_size == courier::wire::limits{}.max_frame_size);
+}

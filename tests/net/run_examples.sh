@@ -45,6 +45,41 @@ for name in calc echo; do
   timeout 60 "$bin/courier-$name-client" --tcp --host 127.0.0.1 --port "$port" --timeout 10
 done
 
+# Options change what they say. --debug 1: the server logs each connection's start and end.
+echo "== options: --debug, --timeout"
+start_server debug calc --uds --file "$work/debug.sock" --debug 1
+timeout 60 "$bin/courier-calc-client" --uds --file "$work/debug.sock" --timeout 10 >/dev/null
+for _ in $(seq 1 100); do grep -qs "ended" "$work/debug.err" && break; sleep 0.05; done
+grep -q "server connection .* open: peer 'calc-client'" "$work/debug.err" || { echo "run_examples: --debug 1 logged no open"; cat "$work/debug.err"; exit 1; }
+grep -q "server connection .* ended" "$work/debug.err" || { echo "run_examples: --debug 1 logged no end"; cat "$work/debug.err"; exit 1; }
+# --timeout 0.5 on a server: a client that connects and never speaks is dropped after 0.5 s.
+start_server quick calc --tcp --host 127.0.0.1 --port 0 --timeout 0.5
+line=$(grep "serving on" "$work/quick.err")
+port=${line##*:}
+started=$(date +%s%N)
+exec 3<>"/dev/tcp/127.0.0.1/$port"
+timeout 5 cat <&3 >/dev/null || true
+exec 3<&-
+elapsed_ms=$(( ($(date +%s%N) - started) / 1000000 ))
+if [ "$elapsed_ms" -ge 3000 ]; then
+  echo "run_examples: a server with --timeout 0.5 held a silent client for $elapsed_ms ms"
+  exit 1
+fi
+# --timeout 1 on a client: a server that never answers the handshake fails it within about 1 s.
+start_server silent calc --uds --file "$work/silent.sock"
+kill -STOP "${pids[-1]}"
+started=$(date +%s%N)
+if timeout 10 "$bin/courier-calc-client" --uds --file "$work/silent.sock" --timeout 1 >/dev/null 2>"$work/client.err"; then
+  echo "run_examples: a client reached a stopped server"; exit 1
+fi
+elapsed_ms=$(( ($(date +%s%N) - started) / 1000000 ))
+kill -CONT "${pids[-1]}"
+grep -q "no handshake" "$work/client.err" || { echo "run_examples: the client did not say it timed out:"; cat "$work/client.err"; exit 1; }
+if [ "$elapsed_ms" -ge 4000 ]; then
+  echo "run_examples: a client with --timeout 1 waited $elapsed_ms ms for a handshake"
+  exit 1
+fi
+
 # Servers stop on SIGTERM and remove their socket files.
 for p in "${pids[@]}"; do kill -TERM "$p"; done
 for p in "${pids[@]}"; do timeout 10 tail --pid="$p" -f /dev/null || { echo "run_examples: a server did not stop"; exit 1; }; done
