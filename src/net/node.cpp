@@ -188,20 +188,28 @@ acceptor::~acceptor() {
   if (spare_ >= 0) ::close(spare_);
 }
 
+// Reactor handlers are noexcept: an exception (out of memory building an error's text) must end
+// this round of accepting, not the process. What waits is accepted with the next connection.
 void acceptor::on_io(std::uint32_t) noexcept {
   std::lock_guard lock(mutex_);
-  accept_all();
+  try {
+    accept_all();
+  } catch (...) {
+  }
 }
 
 void acceptor::retry() noexcept {
   if (!starved_.load(std::memory_order_acquire)) return;
   std::lock_guard lock(mutex_);
-  accept_all();
+  try {
+    accept_all();
+  } catch (...) {
+  }
 }
 
 // Accepts until the backlog is empty (edge-triggered: the next readiness comes only with a new
 // connection). Each failure other than "none waiting" is this one connection's: go on.
-void acceptor::accept_all() noexcept {
+void acceptor::accept_all() {
   starved_.store(false, std::memory_order_release);
   for (int failures = 0; failures < 64;) {
     auto s = listener_.accept();
@@ -234,7 +242,7 @@ void acceptor::accept_all() noexcept {
 
 // Out of descriptors: the spare one makes room to accept the oldest waiting connection and tell it
 // why it is refused, instead of leaving it in the backlog with no answer.
-acceptor::spare_outcome acceptor::refuse_with_spare() noexcept {
+acceptor::spare_outcome acceptor::refuse_with_spare() {
   if (spare_ < 0) spare_ = open_spare();
   if (spare_ < 0) return spare_outcome::no_spare;
   ::close(std::exchange(spare_, -1));

@@ -248,7 +248,8 @@ TEST_CASE("a server paused on replies nobody reads ends the connection after the
     const auto until = std::chrono::steady_clock::now() + 5s;
     std::size_t sent = 0;
     while (std::chrono::steady_clock::now() < until) {
-      const iovec piece{batch.data(), batch.size()};
+      const std::size_t at_byte = sent % batch.size();  // a write may take part of the batch
+      const iovec piece{batch.data() + at_byte, batch.size() - at_byte};
       const auto put = courier::net::write_some(raw.sock(), {&piece, 1});
       if (put.status == courier::net::io_result::ok) {
         sent += put.bytes;
@@ -258,6 +259,7 @@ TEST_CASE("a server paused on replies nobody reads ends the connection after the
       if (!courier_test::wait_for(raw.sock().fd(), POLLOUT, 300ms)) break;  // the server stopped reading
     }
     INFO("sent " << sent << " bytes of calls");
+    REQUIRE(sent > 64 * 1024);  // more than the server's outbound mark of replies
     const auto paused = std::chrono::steady_clock::now();
     // Silent and reading nothing from here on: the server must give up on its output.
     CHECK(srv.connections_become(0, 5s));
@@ -271,20 +273,32 @@ TEST_CASE("a server that pings and never reads: the client stops reading above i
   each_transport("pinger", [](const endpoint& at) {
     const std::string hello = raw_peer::handshake_bytes();
     std::atomic<std::size_t> written{0};
-    std::string ping = header_bytes(wire::kind::ping, 60'000, 1);
-    ping[6] = static_cast<char>(wire::kind::ping);
-    ping.append(60'000, '\0');  // a body of 60,000 zero bytes: not items, but a ping's body is opaque
+    // A ping with a 60,000-byte string item: its pong is as large, so the client's output grows by
+    // a frame for every frame it reads.
+    wire::out_buffer ping_frame;
+    {
+      wire::frame_writer w(ping_frame, wire::frame_header{1, wire::kind::ping, 0, 0, {}, 1, 0});
+      w.add(std::string_view(std::string(60'000, 'p')));
+      REQUIRE(w.finish());
+    }
+    std::string ping = raw_peer::as_string(ping_frame);
     raw_server peer(at, [&](courier::net::socket& s) {
       // Small kernel buffers on this side too: what it manages to write is what the client read.
       (void)courier::net::set_buffer_size(s, 64 * 1024);
       courier_test::write_all(s, hello);
       const auto until = std::chrono::steady_clock::now() + 3s;
+      std::size_t at_byte = 0;  // within the ping being written: a write may take part of it
       while (std::chrono::steady_clock::now() < until) {
-        const iovec piece{ping.data(), ping.size()};
+        const iovec piece{ping.data() + at_byte, ping.size() - at_byte};
         const auto put = courier::net::write_some(s, {&piece, 1});
-        if (put.status == courier::net::io_result::ok) written += put.bytes;
-        else if (put.status == courier::net::io_result::would_block) courier_test::wait_for(s.fd(), POLLOUT, 50ms);
-        else break;
+        if (put.status == courier::net::io_result::ok) {
+          written += put.bytes;
+          at_byte = (at_byte + put.bytes) % ping.size();
+        } else if (put.status == courier::net::io_result::would_block) {
+          courier_test::wait_for(s.fd(), POLLOUT, 50ms);
+        } else {
+          break;
+        }
       }
     });
     courier::system sys;
@@ -293,6 +307,7 @@ TEST_CASE("a server that pings and never reads: the client stops reading above i
     cfg.outbound_high_water = 1 << 20;
     cfg.socket_buffer_size = 64 * 1024;
     auto ref = net.connect<api>(peer.where, cfg);
+    INFO((ref ? std::string("connected") : ref.err().describe()));
     REQUIRE(ref);
     std::this_thread::sleep_for(3500ms);
     // Without the pause the client read (and answered into its output) everything: hundreds of MiB.

@@ -80,6 +80,17 @@ if [ "$elapsed_ms" -ge 4000 ]; then
   exit 1
 fi
 
+# A server whose stderr is a pipe nobody reads still serves (SIGPIPE is ignored: it died at its
+# "serving on" line).
+# (perl makes the pipe and closes its read end before the server starts: no race with the line.)
+perl -e 'pipe(my $r, my $w) or die; close $r; open(STDERR, ">&", $w) or die; exec @ARGV or die' \
+  "$bin/courier-calc-server" --uds --file "$work/nostderr.sock" >/dev/null &
+pids+=($!)
+for _ in $(seq 1 100); do [ -S "$work/nostderr.sock" ] && break; sleep 0.05; done
+sleep 0.2
+timeout 60 "$bin/courier-calc-client" --uds --file "$work/nostderr.sock" --timeout 10 >/dev/null ||
+  { echo "run_examples: a server with a closed stderr stopped serving"; exit 1; }
+
 # Servers stop on SIGTERM and remove their socket files.
 for p in "${pids[@]}"; do kill -TERM "$p"; done
 for p in "${pids[@]}"; do timeout 10 tail --pid="$p" -f /dev/null || { echo "run_examples: a server did not stop"; exit 1; }; done

@@ -147,8 +147,8 @@ class acceptor final : public owned_handler {
 
  private:
   enum class spare_outcome : std::uint8_t { refused, none_waiting, no_spare };
-  void accept_all() noexcept;
-  spare_outcome refuse_with_spare() noexcept;
+  void accept_all();
+  spare_outcome refuse_with_spare();
 
   std::mutex mutex_;
   net::listener listener_;
