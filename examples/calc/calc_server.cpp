@@ -22,17 +22,23 @@ courier::error overflow(const char* what) {
   return courier::error(courier::errc::invalid_argument, std::string("overflow: ") + what + " does not fit in int32");
 }
 
+// The result, or an overflow error when `overflowed` says it did not fit in int32.
+courier::response_promise<std::int32_t> checked(courier::response_promise<std::int32_t> answer, bool overflowed,
+                                                std::int32_t value, const char* what) {
+  if (overflowed)
+    answer.fail(overflow(what));
+  else
+    answer.deliver(value);
+  return answer;
+}
+
 // The actor the server delegates squares to.
 class squarer : public courier::actor<squarer, square_of> {
  public:
   courier::response_promise<std::int32_t> on(const square_of& m) {
-    auto answer = make_response_promise<std::int32_t>();
     std::int32_t product = 0;
-    if (__builtin_mul_overflow(m.x, m.x, &product))
-      answer.fail(overflow("the square"));
-    else
-      answer.deliver(product);
-    return answer;
+    const bool overflowed = __builtin_mul_overflow(m.x, m.x, &product);
+    return checked(make_response_promise<std::int32_t>(), overflowed, product, "the square");
   }
 };
 
@@ -53,13 +59,9 @@ class calculator : public courier::actor<calculator, calc::add, calc::divide, ca
   // the request (an ERROR frame, invalid_argument) and the calculator goes on. A handler that threw
   // would stop the actor instead, and INT32_MIN / -1 would kill the process (SIGFPE).
   courier::response_promise<std::int32_t> on(const calc::add& m) {
-    auto answer = make_response_promise<std::int32_t>();
     std::int32_t sum = 0;
-    if (__builtin_add_overflow(m.a, m.b, &sum))
-      answer.fail(overflow("the sum"));
-    else
-      answer.deliver(sum);
-    return answer;
+    const bool overflowed = __builtin_add_overflow(m.a, m.b, &sum);
+    return checked(make_response_promise<std::int32_t>(), overflowed, sum, "the sum");
   }
   courier::response_promise<std::int32_t> on(const calc::divide& m) {
     auto answer = make_response_promise<std::int32_t>();
