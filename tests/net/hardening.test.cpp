@@ -806,3 +806,53 @@ TEST_CASE("a pipe 'server' that echoes our bytes (cat) is refused: the handshake
   INFO(r.err().describe());
   CHECK(r.err().text.find("reflected") != std::string::npos);
 }
+
+namespace {
+
+struct echo_int {
+  std::int32_t v = 0;
+};
+class local_echo : public courier::actor<local_echo, echo_int> {
+ public:
+  std::int32_t on(const echo_int& m) { return m.v; }
+};
+
+}  // namespace
+
+TEST_CASE("a pipe server slow to exit never blocks a worker: its exit arrives through the pidfd",
+          "[net][hardening][pipe]") {
+  courier_test::watchdog wd("pidfd reap", 30s);
+  courier::config one_worker;
+  one_worker.workers = 1;
+  courier::system sys{one_worker};
+  courier::net::node net{sys};
+  auto echo = sys.spawn<local_echo>();
+  endpoint where;
+  where.kind = endpoint::kind_t::pipe;
+  // Sends a handshake-sized garbage answer at once, closes the socket, and lives on for 600 ms:
+  // the client's connection is lost while its server has not exited.
+  where.command = {"/bin/sh", "-c", "printf 'XXXX' ; exec 0<&- 1>&-; sleep 0.6; exit 3"};
+  courier::net::connection_config cfg;
+  cfg.wait_for_handshake = false;
+  auto ref = net.connect<api>(where, cfg);
+  REQUIRE(ref);
+  std::promise<courier::error> failed;
+  ref->request(add{1, 2}, 5s).then([&failed](std::int32_t) { failed.set_value({}); },
+                                   [&failed](const courier::error& e) { failed.set_value(e); });
+  // Meanwhile the one worker answers at once: nothing waits on the child.
+  const auto t0 = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::duration slowest{};
+  while (std::chrono::steady_clock::now() - t0 < 400ms) {
+    const auto asked = std::chrono::steady_clock::now();
+    auto r = echo.ask(echo_int{7}, 2s);
+    REQUIRE(r);
+    slowest = std::max(slowest, std::chrono::steady_clock::now() - asked);
+  }
+  INFO("slowest local ask: " << std::chrono::duration_cast<std::chrono::microseconds>(slowest).count() << " us");
+  CHECK(slowest < 100ms);  // a worker that waited on the child stalled it up to 200 ms
+  auto f = failed.get_future();
+  REQUIRE(f.wait_for(5s) == std::future_status::ready);
+  const courier::error e = f.get();
+  INFO(e.describe());
+  CHECK(e == errc::protocol_error);
+}
