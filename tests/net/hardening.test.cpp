@@ -829,7 +829,7 @@ TEST_CASE("a pipe server slow to exit never blocks a worker: its exit arrives th
   auto echo = sys.spawn<local_echo>();
   endpoint where;
   where.kind = endpoint::kind_t::pipe;
-  // Sends a handshake-sized garbage answer at once, closes the socket, and lives on for 600 ms:
+  // Answers with 4 bytes that are not a frame, closes the socket, and lives on for 600 ms:
   // the client's connection is lost while its server has not exited.
   where.command = {"/bin/sh", "-c", "printf 'XXXX' ; exec 0<&- 1>&-; sleep 0.6; exit 3"};
   courier::net::connection_config cfg;
