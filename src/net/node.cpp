@@ -169,8 +169,8 @@ namespace {
 
 int open_spare() noexcept { return ::open("/dev/null", O_RDONLY | O_CLOEXEC); }
 
-bool out_of_descriptors(const courier::error& e) noexcept {
-  const int n = e.code.category() == std::system_category() ? e.code.value() : 0;
+bool out_of_descriptors(const courier::error& e) noexcept {  // no call into the category: see would_block
+  const int n = &e.code.category() == &std::system_category() ? e.code.value() : 0;
   return n == EMFILE || n == ENFILE || n == ENOBUFS || n == ENOMEM;
 }
 

@@ -601,6 +601,10 @@ struct process_guard {
 
 }  // namespace
 
+// Not under ASan+UBSan: UBSan checks every virtual call by probing memory through a pipe, and a
+// process with no descriptor left fails that probe and reports a valid call as invalid (and,
+// built not to recover, aborts). Release and TSan run it.
+#if !defined(__SANITIZE_ADDRESS__)
 TEST_CASE("out of descriptors, the calc server refuses with a reason, and accepts again once they free up",
           "[net][hardening][descriptors]") {
   courier_test::watchdog wd("emfile", 60s);
@@ -639,6 +643,7 @@ TEST_CASE("out of descriptors, the calc server refuses with a reason, and accept
     courier::system sys;
     courier::net::node net{sys};
     auto calc = net.connect<calc::api>(where);
+    INFO((calc ? std::string("connected") : calc.err().describe()));
     REQUIRE(calc);
     auto sum = calc->ask(calc::add{2, 3}, 5s);
     REQUIRE(sum);
@@ -647,6 +652,8 @@ TEST_CASE("out of descriptors, the calc server refuses with a reason, and accept
   ::kill(pid, SIGTERM);
   CHECK(wait_exit(pid, 5s) == 0);
 }
+
+#endif
 
 TEST_CASE("the calc server answers every input: overflow is an ERROR, and it goes on", "[net][hardening][examples]") {
   courier_test::watchdog wd("calc inputs", 30s);
