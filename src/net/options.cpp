@@ -69,8 +69,8 @@ void declare(CLI::App& app, parsed& into, program_kind kind) {
   }
   app.add_flag("--silent", into.silent, "Print nothing but errors");
   app.add_option("--debug", into.debug,
-                 "Diagnostics on stderr: 1 connections opened and ended (with the reason), 2 also the protocol's own "
-                 "frames (0: none)")
+                 "Diagnostics on stderr: 1 a line when each connection opens and when it ends, with the reason "
+                 "(0: none)")
       ->check(CLI::NonNegativeNumber)
       ->type_name("N");
 }

@@ -64,8 +64,8 @@ struct options {
   std::size_t max_memory = 0;
   /// --silent: print nothing but errors.
   bool silent = false;
-  /// --debug N: diagnostics on stderr: 1 each connection's start and end (with the reason), 2
-  /// also every frame the protocol session answers by itself (handshake, ping, close, errors).
+  /// --debug N: diagnostics on stderr: 1 (or more) a line when each connection opens and when it
+  /// ends, with the reason.
   int debug = 0;
   /// --help was given: print options_help() and exit successfully; the other fields are defaults.
   bool help = false;
