@@ -69,8 +69,7 @@ void connection::close(std::string_view reason) {
 void connection::tick(bool reading) {
   if (finished_) return;
   const auto now = std::chrono::steady_clock::now();
-  if (blocked_since_ != std::chrono::steady_clock::time_point{} && cfg_.ping_interval.count() > 0 &&
-      now - blocked_since_ >= dead_after()) {
+  if (now >= output_deadline()) {
     finish(courier::error(errc::connection_lost, "the peer read nothing for " + std::to_string(dead_after().count()) +
                                                      " ms while " + std::to_string(unwritten()) + " bytes waited for it"));
     return;
@@ -81,10 +80,20 @@ void connection::tick(bool reading) {
 }
 
 std::chrono::steady_clock::time_point connection::next_deadline(bool reading) const noexcept {
-  auto d = reading ? session_.next_deadline() : std::chrono::steady_clock::time_point::max();
-  if (blocked_since_ != std::chrono::steady_clock::time_point{} && cfg_.ping_interval.count() > 0)
-    d = std::min(d, blocked_since_ + dead_after());
-  return d;
+  const auto session = reading ? session_.next_deadline() : std::chrono::steady_clock::time_point::max();
+  return std::min(session, output_deadline());
+}
+
+// When output that has made no progress since blocked_since_ shows the peer reads nothing: the
+// dead-peer time after it (never, while nothing waits or keepalive is off).
+std::chrono::steady_clock::time_point connection::output_deadline() const noexcept {
+  if (blocked_since_ == std::chrono::steady_clock::time_point{} || cfg_.ping_interval.count() == 0)
+    return std::chrono::steady_clock::time_point::max();
+  return blocked_since_ + dead_after();
+}
+
+const char* connection::side_name() const noexcept {
+  return session_.side() == wire::role::initiator ? "client" : "server";
 }
 
 void connection::fail(courier::error why) { finish(std::move(why)); }
@@ -94,8 +103,7 @@ void connection::finish(courier::error why) {
   finished_ = true;
   why_ = std::move(why);
   if (cfg_.debug > 0)
-    std::fprintf(stderr, "courier: %s connection (fd %d, peer '%.*s') ended: %s\n",
-                 session_.side() == wire::role::initiator ? "client" : "server", sock_.fd(),
+    std::fprintf(stderr, "courier: %s connection (fd %d, peer '%.*s') ended: %s\n", side_name(), sock_.fd(),
                  static_cast<int>(session_.peer_name().size()), session_.peer_name().data(), why_.describe().c_str());
 }
 
@@ -108,7 +116,7 @@ void connection::after_session_step() {
     send_limits_ = session_.agreed().peer_limits();  // what the peer announced it accepts
     if (cfg_.debug > 0)
       std::fprintf(stderr, "courier: %s connection (fd %d) open: peer '%.*s', version %u, frames up to %u bytes\n",
-                   session_.side() == wire::role::initiator ? "client" : "server", sock_.fd(),
+                   side_name(), sock_.fd(),
                    static_cast<int>(session_.peer_name().size()), session_.peer_name().data(),
                    static_cast<unsigned>(session_.agreed().version), static_cast<unsigned>(send_limits_.max_frame_size));
   }

@@ -54,7 +54,7 @@ void node_core::enter(courier::detail::actor_base* connection, void (*close)(cou
 
 void node_core::leave(courier::detail::actor_base* connection) noexcept {
   bool found = false;
-  std::vector<acceptor*> starved;
+  std::vector<std::shared_ptr<acceptor>> starved;  // allocates only when one is
   {
     std::lock_guard lock(mutex_);
     auto it = std::find_if(connections_.begin(), connections_.end(), [connection](const listed& l) { return l.actor == connection; });
@@ -64,17 +64,18 @@ void node_core::leave(courier::detail::actor_base* connection) noexcept {
     }
     changed_.notify_all();
     if (!stopped_)
-      for (auto& a : acceptors_) starved.push_back(a.get());
+      for (auto& a : acceptors_)
+        if (a->starved()) starved.push_back(a);
   }
   // A descriptor was freed: a listener that ran out of them accepts what waits in its backlog.
-  // (Acceptors live until stop(), which happens after the last leave it waits for, or with none.)
-  for (acceptor* a : starved) a->retry();
+  // Held by a reference of our own: stop() may drop the node's meanwhile.
+  for (auto& a : starved) a->retry();
   if (found) connection->release();
 }
 
 void node_core::keep(std::unique_ptr<acceptor> a) {
   std::lock_guard lock(mutex_);
-  acceptors_.push_back(std::move(a));
+  acceptors_.push_back(std::shared_ptr<acceptor>(std::move(a)));
 }
 
 std::size_t node_core::connections() const {
@@ -93,7 +94,7 @@ void node_core::wait_stopped() {
 }
 
 void node_core::stop(std::chrono::milliseconds grace) {
-  std::vector<std::unique_ptr<acceptor>> acceptors;
+  std::vector<std::shared_ptr<acceptor>> acceptors;
   std::vector<listed> open;
   {
     std::lock_guard lock(mutex_);
@@ -199,7 +200,6 @@ void acceptor::on_io(std::uint32_t) noexcept {
 }
 
 void acceptor::retry() noexcept {
-  if (!starved_.load(std::memory_order_acquire)) return;
   std::lock_guard lock(mutex_);
   try {
     accept_all();

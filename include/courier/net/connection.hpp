@@ -223,6 +223,8 @@ class connection {
     l.max_frame_size = static_cast<std::uint32_t>(session_.frame_limit());
     return l;
   }
+  std::chrono::steady_clock::time_point output_deadline() const noexcept;
+  const char* side_name() const noexcept;
   std::chrono::milliseconds dead_after() const noexcept { return cfg_.ping_interval * cfg_.dead_after_intervals; }
   template <class Handler>
   void deliver(Handler& handler);

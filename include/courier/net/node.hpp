@@ -117,7 +117,7 @@ class node_core {
     void (*close)(courier::detail::actor_base*);
   };
   std::vector<listed> connections_;
-  std::vector<std::unique_ptr<acceptor>> acceptors_;
+  std::vector<std::shared_ptr<acceptor>> acceptors_;  // shared: leave() may be retrying one
   bool ever_connected_ = false;
   bool stopped_ = false;
   std::atomic<bool> stopping_{false};
@@ -141,8 +141,10 @@ class acceptor final : public owned_handler {
            std::size_t max_connections);
   ~acceptor();
   void on_io(std::uint32_t) noexcept override;
-  /// Accepts again if the last round ran out of descriptors.
+  /// Accepts again (after the last round ran out of descriptors).
   void retry() noexcept;
+  /// The last round ran out of descriptors, even the spare one.
+  bool starved() const noexcept { return starved_.load(std::memory_order_acquire); }
   net::listener& listening() noexcept { return listener_; }
 
  private:

@@ -166,8 +166,13 @@ class connection_base {
   timer_handle clock_;  // the session_tick on its way
   std::chrono::steady_clock::time_point clock_due_ = std::chrono::steady_clock::time_point::max();
   bool retry_pending_ = false;  // a read_retry is on its way
-  bool closing_ = false;        // a close_request arrived
 };
+
+/// The reason a connection actor stops with when its connection ended with `why`: protocol_error
+/// when the peer broke the protocol, else connection_lost, with why's text (monitors see it).
+inline courier::error exit_reason_of(const courier::error& why) {
+  return courier::error(why.code == errc::protocol_error ? errc::protocol_error : errc::connection_lost, why.text);
+}
 
 /// Every receive block is still viewed by messages in other actors' mailboxes: nothing tells the
 /// connection when one is let go, so it looks again shortly (an io_ready after a millisecond).
@@ -296,16 +301,12 @@ class client_connection
   // The node is stopping: an orderly close; the calls in flight are still answered by the peer
   // (new ones fail at the call), and the connection ends once the close completes.
   void on(const close_request&) {
-    closing_ = true;
     conn_.close("client stopping");
     if (conn_.finished()) lose();
   }
 
   void on(const child_exited&) {
-    if (child_link_) {
-      node_io_remove(child_link_->fd);  // before the reap closes the pidfd
-      child_link_.reset();
-    }
+    unwatch_child();
     reap_child();
     if (lost_ && !stopped_) finish_lose();
   }
@@ -334,10 +335,7 @@ class client_connection
       conn_.close("client stopped");
       flush();
     }
-    if (child_link_) {
-      node_io_remove(child_link_->fd);
-      child_link_.reset();
-    }
+    unwatch_child();
     detach();
     reap_child();
   }
@@ -558,8 +556,7 @@ class client_connection
     fail_all(lost_why_);
     // Monitors see down with the code and why: "the peer was silent for 30000 ms", a protocol
     // error the peer made, the server's exit.
-    const errc reason = lost_why_.code == errc::protocol_error ? errc::protocol_error : errc::connection_lost;
-    this->request_exit(courier::error(reason, lost_why_.text), false);
+    this->request_exit(detail::exit_reason_of(lost_why_), false);
   }
 
   // A pipe server's pidfd joins the reactor: its exit is a message, never a wait.
@@ -568,6 +565,13 @@ class client_connection
     auto link = std::make_unique<detail::io_link_for<client_connection, child_exited>>(this->self());
     link->fd = child_->exit_fd();
     if (node_io_add(link->fd, link.get())) child_link_ = std::move(link);
+  }
+
+  // Before the reap closes the pidfd: a closed descriptor must not stay in the reactor's table.
+  void unwatch_child() noexcept {
+    if (!child_link_) return;
+    node_io_remove(child_link_->fd);
+    child_link_.reset();
   }
 
   void reap_child() {
@@ -596,7 +600,7 @@ class client_connection
 /// the served actor.
 template <class I>
 class server_connection
-    : public courier::actor<server_connection<I>, io_ready, session_tick, read_retry, close_request, child_exited>,
+    : public courier::actor<server_connection<I>, io_ready, session_tick, read_retry, close_request>,
       private detail::connection_base {
   using table = wire_interface<I>;
 
@@ -630,19 +634,14 @@ class server_connection
     // the peer's bytes (its pongs too) wait in the socket: silence then says nothing about the
     // peer, and the keepalive waits with us. Output the peer does not read for the dead-peer
     // time ends the connection all the same (connection::tick).
-    conn_.tick(!paused_ && !conn_.read_stalled());
+    conn_.tick(reading());
     if (conn_.finished()) stop_with_why();
   }
 
   // The node is stopping: an orderly close (docs/protocol.md section 11). Calls received before
   // it are still answered; the session refuses later ones with 260; the connection ends once the
   // close completes, or when the node's grace runs out.
-  void on(const close_request&) {
-    closing_ = true;
-    conn_.close("server stopping");
-  }
-
-  void on(const child_exited&) {}  // a server connection starts no process
+  void on(const close_request&) { conn_.close("server stopping"); }
 
   void on_turn_end() {
     if (conn_.wants_write()) flush();
@@ -651,7 +650,7 @@ class server_connection
       return;
     }
     on_turn_end_resume();
-    arm_clock(this->self(), !paused_ && !conn_.read_stalled());
+    arm_clock(this->self(), reading());
   }
 
   void on_stop() {
@@ -749,10 +748,10 @@ class server_connection
   }
 
   // Monitors of a server connection see down with the connection's code and why.
-  void stop_with_why() {
-    const errc reason = conn_.why().code == errc::protocol_error ? errc::protocol_error : errc::connection_lost;
-    this->stop(courier::error(reason, conn_.why().text));
-  }
+  void stop_with_why() { this->stop(detail::exit_reason_of(conn_.why())); }
+
+  // While paused for back-pressure, or while every receive block is held, the socket is unread.
+  bool reading() const noexcept { return !paused_ && !conn_.read_stalled(); }
 
   void settled(std::size_t answered = 1) {
     in_flight_ -= answered;
