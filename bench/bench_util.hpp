@@ -8,6 +8,8 @@
 //                               object library, which replaces operator new.
 #pragma once
 
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -87,32 +89,30 @@ inline std::string machine_description() {
   return cpu + " | " + std::to_string(cores) + " cores | " + kernel;
 }
 
-/// The command line both benchmark drivers take: [--quick] [--runs N] [--only W6|W8]. --quick is the CI smoke
-/// run: sizes / 100 and one run unless --runs says otherwise.
+/// The command line both benchmark drivers take (CLI11): [--quick] [--runs N] [--only W6|W8|W9].
+/// --quick is the CI smoke run: sizes / 100 and one run unless --runs says otherwise.
 struct options {
   bool quick = false;
   int runs = 5;
-  bool ok = true;  ///< false after printing the usage line
-  std::string only;  ///< --only W6 or W8: run just that workload; empty: all
+  bool ok = true;    ///< false after printing why (or the help, asked for): exit with exit_code
+  int exit_code = 0;
+  std::string only;  ///< --only W6, W8 or W9: run just that workload; empty: all
 };
 
 inline options parse_options(int argc, char** argv) {
   options o;
-  bool runs_given = false;
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--quick") {
-      o.quick = true;
-    } else if (std::string(argv[i]) == "--runs" && i + 1 < argc) {
-      o.runs = std::atoi(argv[++i]);
-      runs_given = true;
-    } else if (std::string(argv[i]) == "--only" && i + 1 < argc) {
-      o.only = argv[++i];
-    } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--runs N] [--only W6|W8]\n", argv[0]);
-      o.ok = false;
-    }
+  CLI::App app{"Courier against CAF 0.17 on the same workloads, in the same run"};
+  app.add_flag("--quick", o.quick, "the CI smoke run: sizes / 100, one run");
+  auto* runs = app.add_option("--runs", o.runs, "runs per figure (the median is printed)")->check(CLI::PositiveNumber);
+  app.add_option("--only", o.only, "run just this workload")->check(CLI::IsMember({"W6", "W8", "W9"}));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    o.exit_code = app.exit(e);
+    o.ok = false;
+    return o;
   }
-  if (o.quick && !runs_given) o.runs = 1;
+  if (o.quick && runs->count() == 0) o.runs = 1;
   return o;
 }
 

@@ -25,7 +25,7 @@ void line(const char* name, double ops, const char* unit_ns) {
 
 int main(int argc, char** argv) {
   const auto opts = courier_bench::parse_options(argc, argv);
-  if (!opts.ok) return 2;
+  if (!opts.ok) return opts.exit_code;
   const bool quick = opts.quick;
   const int runs = opts.runs;
   const auto n = courier_bench::workload_sizes::for_run(quick);

@@ -1,8 +1,9 @@
 // courier-bench: Courier and CAF 0.17 side by side on the same workloads, in the same run.
-//   courier-bench [--quick] [--runs N] [--only W6|W8]
+//   courier-bench [--quick] [--runs N] [--only W6|W8|W9]
 // Prints one line per workload, "W1 self-send courier=<ops/s> caf=<ops/s> ratio=<courier/caf>"
 // (W8: "W8 request-timeout courier=<req/s> no_timeout=<req/s> caf=<req/s> ratio=<courier/caf>
-// overhead=<no_timeout/courier>"),
+// overhead=<no_timeout/courier>"; W9: "W9 local-context courier_context=<calls/s> actor_request=<req/s>
+// ratio=<request/context>", a call by token in the same process against an actor request),
 // each figure the median of N runs (default 5); --quick is the CI smoke run (sizes / 100, 1 run).
 #include <algorithm>
 #include <cstdio>
@@ -104,11 +105,27 @@ void w8_line(int runs, std::size_t requests) {
   std::fflush(stdout);
 }
 
+// A call by token to a local context against W8's actor request without a time-out, alternating.
+void w9_line(int runs, std::size_t calls) {
+  std::vector<cs::result> requests;
+  const auto c9 = median_result<cs::result>(runs, [&] {
+    requests.push_back(cs::w8_request(calls, false));
+    return cs::w9_local_context(calls);
+  });
+  std::size_t at = 0;
+  const auto plain = median_result<cs::result>(runs, [&] { return requests[at++]; });
+  std::printf("W9 local-context courier_context=%.0f actor_request=%.0f ratio=%.2f\n", c9.ops, plain.ops,
+              c9.ops > 0 ? plain.ops / c9.ops : 0.0);
+  std::printf("    context %.1f ns/call, actor request %.1f ns/request, context heap allocations/call=%.6f\n",
+              c9.ops > 0 ? 1e9 / c9.ops : 0.0, plain.ops > 0 ? 1e9 / plain.ops : 0.0, c9.allocations_per_op);
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const auto opts = courier_bench::parse_options(argc, argv);
-  if (!opts.ok) return 2;
+  if (!opts.ok) return opts.exit_code;
   const bool quick = opts.quick;
   const int runs = opts.runs;
   const auto n = courier_bench::workload_sizes::for_run(quick);
@@ -117,6 +134,10 @@ int main(int argc, char** argv) {
   std::printf("mode: %s, median of %d run(s) per figure\n", quick ? "quick" : "full", runs);
   if (opts.only == "W8") {
     w8_line(runs, n.w8_requests);
+    return 0;
+  }
+  if (opts.only == "W9") {
+    w9_line(runs, n.w8_requests);
     return 0;
   }
   if (opts.only == "W6") {
@@ -155,6 +176,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   w8_line(runs, n.w8_requests);
+  w9_line(runs, n.w8_requests);
 
   std::printf("floor: courier mailbox push+pop %.1f ns, moodycamel enqueue+dequeue %.1f ns (one thread)\n",
               median_of(runs, [&] { return cs::mailbox_push_pop_ns(n.floor_messages); }),

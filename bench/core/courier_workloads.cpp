@@ -6,10 +6,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <new>
+#include <memory>
 #include <thread>
 #include <vector>
 
 #include <courier/courier.hpp>
+#include <courier/net/local_context.hpp>
 
 #include "bench_util.hpp"
 
@@ -267,6 +269,75 @@ result w8_request(std::size_t n, bool with_timeout) {
   auto events = heap_events();
   auto t0 = clock_type::now();
   client.send(w8_start{n});
+  if (!fl.wait()) return {};
+  result r;
+  r.ops_per_s = rate(n, fl.seconds_since(t0));
+  r.allocations_per_op = static_cast<double>(heap_events() - events) / static_cast<double>(n);
+  return r;
+}
+
+// W9 -------------------------------------------------------------------------------------------
+
+namespace {
+
+struct w9_start {
+  std::uint64_t count;
+};
+
+// W8's client, calling by token: ADD_ through a context_ref, its reply's items read in place.
+class w9_client : public courier::actor<w9_client, w9_start> {
+ public:
+  w9_client(finish_line* fl, courier::net::context_ref ctx) : fl_(fl), ctx_(std::move(ctx)) {}
+  void on(const w9_start& s) {
+    remaining_ = s.count;
+    next();
+  }
+  void on_stop() { ctx_ = {}; }
+  std::uint64_t failures = 0;
+
+ private:
+  void next() {
+    if (remaining_ == 0) {
+      fl_->finish();
+      return;
+    }
+    --remaining_;
+    ctx_.call(courier::token("ADD_"), courier::net::args(remaining_, std::uint64_t{1}))
+        .then(
+            [this](const courier::wire::items_ref& reply) {
+              auto items = reply.items();
+              if (!items.read<std::uint64_t>()) ++failures;
+              next();
+            },
+            [this](const courier::error&) { ++failures; });
+  }
+  finish_line* fl_;
+  courier::net::context_ref ctx_;
+  std::uint64_t remaining_ = 0;
+};
+
+}  // namespace
+
+result w9_local_context(std::size_t n) {
+  courier::system sys;
+  auto services = std::make_shared<courier::net::service_table>();
+  services->add(courier::token("ADD_"), [](courier::net::incoming& call) {
+    auto a = call.read<std::uint64_t>();
+    auto b = call.read<std::uint64_t>();
+    if (a && b) call.reply().add(*a + *b);
+  });
+  auto ctx = courier::net::serve_locally(sys, services);
+  {
+    finish_line warm;
+    auto client = sys.spawn<w9_client>(&warm, ctx);
+    client.send(w9_start{std::min<std::uint64_t>(n / 10 + 1, 10'000)});
+    if (!warm.wait()) return {};
+  }
+  finish_line fl;
+  auto client = sys.spawn<w9_client>(&fl, ctx);
+  auto events = heap_events();
+  auto t0 = clock_type::now();
+  client.send(w9_start{n});
   if (!fl.wait()) return {};
   result r;
   r.ops_per_s = rate(n, fl.seconds_since(t0));

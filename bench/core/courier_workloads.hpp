@@ -27,6 +27,10 @@ result w5_ring(std::size_t actors, std::size_t hops);
 /// each with a 1 s time-out (`with_timeout`) or none. ops = requests.
 result w8_request(std::size_t n, bool with_timeout);
 
+/// W9: W8's client without a time-out, calling by token (ADD_ through a context_ref) a dynamic
+/// service in the same process (net::serve_locally). ops = calls.
+result w9_local_context(std::size_t n);
+
 /// Latency percentiles of a blocking round trip, in microseconds.
 struct latency {
   double p50_us = 0;

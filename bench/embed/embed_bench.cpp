@@ -514,7 +514,7 @@ int main(int argc, char** argv) {
     }
   }
   const auto opts = courier_bench::parse_options(static_cast<int>(args.size()), args.data());
-  if (!opts.ok) return 2;
+  if (!opts.ok) return opts.exit_code;
   if (!only.empty() && only != "E1" && only != "E2") {  // scripts/run hands every bench the same line
     std::printf("courier-embed-bench: --only %s names no figure of this benchmark (E1, E2)\n", only.c_str());
     return 0;

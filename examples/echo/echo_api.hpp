@@ -1,21 +1,21 @@
 // The echo interface: one message carrying every item type of the protocol, echoed back.
 #pragma once
 
+#include <courier/fields.hpp>
 #include <courier/interface.hpp>
 #include <courier/token.hpp>
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <tuple>
+#include <string_view>
 #include <vector>
 
 namespace echo {
 
 struct point {  // a nested struct travels as a list of its fields
   double x = 0, y = 0;
-  auto fields() { return std::tie(x, y); }
-  auto fields() const { return std::tie(x, y); }
+  COURIER_FIELDS(x, y);
   friend bool operator==(const point&, const point&) = default;
 };
 
@@ -38,10 +38,8 @@ struct everything {
   point where;
   std::vector<point> path;
 
-  auto fields() { return std::tie(flag, i8, i16, i32, i64, u8, u16, u32, u64, f32, f64, text, blob, numbers, where, path); }
-  auto fields() const {
-    return std::tie(flag, i8, i16, i32, i64, u8, u16, u32, u64, f32, f64, text, blob, numbers, where, path);
-  }
+  static constexpr std::string_view courier_description = "echoes every item type of the protocol back";
+  COURIER_FIELDS(flag, i8, i16, i32, i64, u8, u16, u32, u64, f32, f64, text, blob, numbers, where, path);
   friend bool operator==(const everything&, const everything&) = default;
 };
 

@@ -161,7 +161,8 @@ class actor : public detail::actor_base {
     static constexpr const char* (*names[])() noexcept = {&detail::type_name_of<Msgs>...};
     return type < sizeof...(Msgs) ? names[type]() : "courier system message";
   }
-  static constexpr detail::actor_ops ops{&resume_impl, &discard_impl, &destroy_impl, &type_name, &message_name};
+  static constexpr detail::actor_ops ops{&resume_impl, &discard_impl, &destroy_impl, &type_name, &message_name,
+                                         detail::drive_ops_of<Derived>()};
 
   actor_ref<Derived> self_;  // adopts the keep-alive reference; dropped when the actor stops
 };
@@ -386,7 +387,7 @@ detail::resume_result actor<Derived, Msgs...>::resume_impl(detail::actor_base* b
   // reference of our own keeps the memory alive until it is done (its release may free it here).
   auto go_idle = [self]() noexcept {
     self->add_ref();
-    const bool idle = self->mailbox_.try_block();
+    const bool idle = self->mailbox_.try_block(detail::hold_on_idle == self);
     self->release();
     return idle;
   };

@@ -353,7 +353,7 @@ inline void wake_relay::wake(void* context) noexcept {
 inline courier::config embedded_config(::asio::io_context& io, courier::config base = courier::config::embedded()) {
   base.mode = scheduling::embedded;
   base.on_wake = &detail::wake_relay::wake;
-  base.wake_context = ::asio::use_service<detail::wake_service>(static_cast<::asio::execution_context&>(io))
+  base.wake_user_data = ::asio::use_service<detail::wake_service>(static_cast<::asio::execution_context&>(io))
                           .make_relay(io.get_executor());
   return base;
 }
@@ -446,7 +446,7 @@ class embedded_loop {
     if (budget == 0) throw std::invalid_argument("courier::asio::embedded_loop: a budget of 0 runs nothing");
     auto state = std::make_shared<detail::loop_state>(ex, sys, budget);
     if (relayed) {
-      state->relay = static_cast<detail::wake_relay*>(cfg.wake_context);
+      state->relay = static_cast<detail::wake_relay*>(cfg.wake_user_data);
       std::lock_guard lock(state->relay->mutex);
       if (!state->relay->loop.expired())
         throw std::invalid_argument("courier::asio::embedded_loop: this system already has a loop");

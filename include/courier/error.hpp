@@ -38,6 +38,7 @@ enum class errc {
   parent_stopped = 271,      ///< the actor was stopped because its parent stopped
   connection_lost = 272,     ///< the connection to a remote peer closed, broke, or its server process exited
   protocol_error = 273,      ///< the remote peer broke the wire protocol (the text names the wire error)
+  too_many_contexts = 274,   ///< a child context past the peer's limit of open children
 };
 
 /// The "courier" error category. Thread-safe: a stateless singleton.

@@ -178,8 +178,19 @@ auto actor_ref<T>::ask(M&& msg, timespan timeout) const {
   } guard{p};  // this caller's reference; the message's is added once the message exists
   auto* slot = detail::make_message<message>(message_index<message>(), p, std::forward<M>(msg));
   p->refs.store(2, std::memory_order_relaxed);
-  // Not a dead letter when refused: the caller learns of it from the result.
-  if (const detail::push_result r = ptr_->try_enqueue(slot); r != detail::push_result::queued) {
+  // Not a dead letter when refused: the caller learns of it from the result. A push that woke a
+  // drivable actor (a client connection) leaves it to this thread, which drives it while it waits.
+  const detail::push_result r = ptr_->try_enqueue_for_wait(slot);
+  if (r == detail::push_result::woke_reader) {
+    if (ptr_->drivable() && detail::may_run_here(p->core)) {
+      const std::int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch()).count();
+      const std::int64_t deadline = timeout.count() >= INT64_MAX - now ? INT64_MAX : now + std::max<std::int64_t>(timeout.count(), 0);
+      detail::drive_while_waiting(ptr_, p->ready, deadline);
+    } else {
+      detail::schedule(ptr_);
+    }
+  } else if (r != detail::push_result::queued) {
     pool::destroy(slot);
     detail::release(p);
     if (r == detail::push_result::full)
@@ -191,7 +202,7 @@ auto actor_ref<T>::ask(M&& msg, timespan timeout) const {
     // move the clock to the next timer (or to the deadline) so the wait always ends.
     const std::int64_t now = detail::timer_now_ns(p->core);
     const std::int64_t limit = timeout.count() >= INT64_MAX - now ? INT64_MAX : now + std::max<std::int64_t>(timeout.count(), 0);
-    while (p->ready.load(std::memory_order_acquire) == 0) {
+    while (!p->is_ready()) {
       if (detail::drive_once(p->core)) continue;
       if (detail::advance_idle(p->core, limit)) continue;
       std::uint32_t expected = 0;
@@ -209,7 +220,7 @@ auto actor_ref<T>::ask(M&& msg, timespan timeout) const {
                             ? std::chrono::steady_clock::time_point::max()
                             : start + timeout;  // saturates: courier::infinite waits without limit
   const bool manual = detail::is_manual(p->core);
-  while (p->ready.load(std::memory_order_acquire) == 0) {
+  while (!p->is_ready()) {
     auto now = std::chrono::steady_clock::now();
     if (now >= deadline) break;
     // A manual system is driven from here on its driving thread (a reply, a timer); elsewhere the
@@ -220,13 +231,15 @@ auto actor_ref<T>::ask(M&& msg, timespan timeout) const {
     // The driving thread of an embedded system sleeps on wake_fd, which new work and socket
     // readiness wake; the 1 ms bound catches a reply settled on another thread (a futex wake).
     if (manual && detail::wait_for_work(p->core, std::chrono::duration_cast<timespan>(wait))) continue;
-    detail::futex_wait_for(&p->ready, 0, std::chrono::duration_cast<timespan>(wait));
+    if (p->announce_sleep()) detail::futex_wait_for(&p->ready, p->sleeping, std::chrono::duration_cast<timespan>(wait));
   }
-  if (p->ready.load(std::memory_order_acquire) == 0) {
+  if (!p->is_ready()) {
     std::uint32_t expected = 0;
     if (p->state.compare_exchange_strong(expected, 2, std::memory_order_acq_rel))
       return outcome(failure_tag, error(errc::request_timeout, "no reply before the ask deadline"));
-    while (p->ready.load(std::memory_order_acquire) == 0) detail::futex_wait(&p->ready, 0);  // settling now
+    while (!p->is_ready()) {  // settling now
+      if (p->announce_sleep()) detail::futex_wait(&p->ready, p->sleeping);
+    }
   }
   if (p->value) return outcome(std::in_place, std::move(*p->value));
   return outcome(failure_tag, p->err);

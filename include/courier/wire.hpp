@@ -9,7 +9,7 @@
 //   decoder, reader     incremental zero-copy decoding and typed reading (wire/decoder.hpp)
 //   encode/decode<M>    typed messages with a token and fields() (wire/message.hpp)
 //   print, to_text      any frame as text (wire/print.hpp)
-//   session             the connection state machine, sans I/O: handshake, ping, close (wire/session.hpp)
+//   engine              the connection state machine, sans I/O: handshake, contexts, ping, close (wire/engine.hpp)
 //   errc, error, result the error model, category "courier.wire" (wire/error.hpp)
 //
 // It depends on nothing else in Courier but courier/result.hpp and courier/token.hpp (both standard-library
@@ -26,6 +26,6 @@
 #include "courier/wire/handshake.hpp" // IWYU pragma: export
 #include "courier/wire/message.hpp"   // IWYU pragma: export
 #include "courier/wire/print.hpp"     // IWYU pragma: export
-#include "courier/wire/session.hpp"   // IWYU pragma: export
+#include "courier/wire/engine.hpp"   // IWYU pragma: export
 #include "courier/wire/shared_buffer.hpp" // IWYU pragma: export
 #include "courier/token.hpp"          // IWYU pragma: export

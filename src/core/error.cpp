@@ -29,6 +29,7 @@ class category final : public std::error_category {
       case errc::parent_stopped: return "parent actor stopped";
       case errc::connection_lost: return "connection lost";
       case errc::protocol_error: return "protocol error";
+      case errc::too_many_contexts: return "too many child contexts";
     }
     return "unknown courier error";
   }

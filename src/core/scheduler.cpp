@@ -7,11 +7,15 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <sched.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <bit>
 #include <climits>
 #include <ctime>
 #include <thread>
+#include <utility>
 
 #include "system_core.hpp"
 
@@ -59,6 +63,10 @@ bool on_worker_thread() noexcept { return this_worker != nullptr; }
 
 bool is_manual(const system_core* core) noexcept { return core->manual; }
 
+void poll_io_after_turn() noexcept {
+  if (worker* w = this_worker; w != nullptr) w->poll_after_turn = true;
+}
+
 bool drive_once(system_core* core) {
   run_scope scope(core, run_scope::kind::blocking_call);
   if (!scope.entered()) return false;  // the host's thread runs host code; this one only waits
@@ -88,6 +96,158 @@ bool wait_for_work(system_core* core, std::chrono::nanoseconds timeout) noexcept
   pollfd watch{core->wake_epoll, POLLIN, 0};
   ::ppoll(&watch, 1, &ts, nullptr);  // readable, timed out or interrupted: the caller looks again
   return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Plain threads that run (and drive) the actor their push woke
+
+bool may_run_here(const system_core* core) noexcept {
+  return this_worker == nullptr && current_actor == nullptr && !core->manual &&
+         !core->stopping.load(std::memory_order_relaxed);
+}
+
+// The push gave this thread the right to run the actor (as it gives a worker that schedules it):
+// running it here saves waking a worker, which on these hosts costs more than the turn. One turn
+// only, so that a sender is not kept by what others queue behind it.
+void woken_by_push(actor_base* actor, bool request) {
+  if (actor == inline_call_target) {
+    run_nested(actor);
+  } else if (request && actor->drivable() && may_run_here(actor->core())) {
+    if (actor->resume(actor->core()->cfg.throughput) == resume_result::reschedule) schedule(actor);
+  } else {
+    schedule(actor);
+  }
+}
+
+void wake_holder(actor_base* actor) noexcept { actor->identity().ops->drive->signal(actor); }
+
+// As the scheduler would run it, only here: the push that woke it is the claim, one message is
+// the turn, and the handler that pushed goes on afterwards with its own actor and request.
+void run_nested(actor_base* actor) {
+  actor_base* const target = std::exchange(inline_call_target, nullptr);  // no deeper nesting
+  message_header* const request = std::exchange(current_request, nullptr);
+  struct restore {
+    actor_base* target;
+    message_header* request;
+    ~restore() {
+      inline_call_target = target;
+      current_request = request;
+    }
+  } guard{target, request};
+  if (actor->resume(1) == resume_result::reschedule) schedule(actor);
+}
+
+namespace {
+
+std::int64_t io_spin_ns(const system_core* core) noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(core->cfg.io_spin).count();
+}
+
+// Looking without sleeping pays only while the CPU would otherwise go idle. A sched_yield that
+// comes back late means another thread held the CPU meanwhile (not the peer: its turn takes a few
+// microseconds): the CPU is contended, a wake-up there costs little (the woken thread preempts),
+// and every further yield would wait out another thread's whole time slice (milliseconds: under a
+// CPU-bound neighbour, calls ran 20-30x slower). Then this thread sleeps at once for its next
+// waits, twice as many each time it happens again, and tries looking again after them.
+struct spin_budget {
+  static constexpr std::int64_t late_yield_ns = 50'000;
+  std::uint32_t skip = 0;      // waits left that sleep at once
+  std::uint32_t backoff = 16;  // how many the next late yield sets
+
+  bool allowed() noexcept {
+    if (skip == 0) return true;
+    --skip;
+    return false;
+  }
+  /// Yields; false (and no more looking for a while) when the yield came back late.
+  bool yield() noexcept {
+    const std::int64_t before = steady_now_ns();
+    ::sched_yield();
+    if (steady_now_ns() - before <= late_yield_ns) return true;
+    skip = backoff;
+    backoff = backoff < 4096 ? backoff * 2 : backoff;
+    return false;
+  }
+  void answered() noexcept { backoff = 16; }  // looking paid: the CPU is not contended now
+};
+
+thread_local spin_budget this_thread_spin;
+
+void drain_signal(int fd) noexcept {
+  std::uint64_t value = 0;
+  [[maybe_unused]] const ssize_t n = ::read(fd, &value, sizeof value);
+}
+
+}  // namespace
+
+// libmsgque's END_AND_WAIT and Go's netpoller: the thread that waits for a reply reads it itself,
+// so the reply costs the wake-up of that thread alone (a raw client's), not a worker's and then
+// the caller's. Between turns the actor is held (see mailbox.hpp): no worker runs it and its
+// socket is out of the poller, and whatever is pushed to it meanwhile (other callers' calls, its
+// timers, a stop) signals this thread, which runs it. Every reply the turns read is delivered, to
+// other callers too, as a worker's turn would. The actor goes back to the workers when this
+// caller's reply came or its deadline passed.
+void drive_while_waiting(actor_base* actor, const std::atomic<std::uint32_t>& ready, std::int64_t deadline_ns) {
+  system_core* core = actor->core();
+  const drive_ops* drive = actor->identity().ops->drive;
+  const std::uint32_t budget = core->cfg.throughput;
+  const int signal = drive->signal_fd(actor);  // this thread runs the actor: no one else calls it
+  int sock = -1;
+  // Held (or running): no other thread runs the actor, so its descriptor is ours to hand back.
+  auto let_go = [&] {
+    if (sock >= 0) drive->release(actor);
+    if (!actor->release_hold()) schedule(actor);  // pushed to meanwhile: the workers take it from here
+  };
+  for (;;) {
+    hold_on_idle = signal >= 0 ? actor : nullptr;
+    const resume_result r = actor->resume(budget);
+    hold_on_idle = nullptr;
+    if (r == resume_result::stopped) return;  // its calls failed as it stopped, this one too
+    const bool done = ready.load(std::memory_order_acquire) == 1 || steady_now_ns() >= deadline_ns;
+    if (r == resume_result::reschedule) {
+      if (!done) continue;
+      if (sock >= 0) drive->release(actor);
+      schedule(actor);
+      return;
+    }
+    if (signal < 0) return;  // idle, not held: it is the workers' again
+    if (done) {
+      let_go();
+      return;
+    }
+    if (sock < 0 && (sock = drive->hold(actor)) < 0) {
+      let_go();
+      return;
+    }
+    pollfd watch[2] = {{sock, POLLIN, 0}, {signal, POLLIN, 0}};
+    // Looks without sleeping for config::io_spin, yielding the CPU between looks, as a worker
+    // does after a write (the answer may be a few microseconds away; a sleep costs a wake-up).
+    const std::int64_t spin_until = this_thread_spin.allowed() ? steady_now_ns() + io_spin_ns(core) : 0;
+    int got = 0;
+    for (;;) {
+      got = ::poll(watch, 2, 0);
+      if (got != 0) {
+        this_thread_spin.answered();
+        break;
+      }
+      if (steady_now_ns() >= spin_until || !this_thread_spin.yield()) break;
+    }
+    while (got == 0) {
+      const std::int64_t left = deadline_ns - steady_now_ns();
+      if (left <= 0) break;
+      const timespec ts{static_cast<time_t>(left / 1'000'000'000), static_cast<long>(left % 1'000'000'000)};
+      got = ::ppoll(watch, 2, &ts, nullptr);
+      if (got < 0 && errno != EINTR) break;
+      if (got < 0) got = 0;
+    }
+    if (got <= 0) {  // the deadline passed
+      let_go();
+      return;
+    }
+    actor->take_hold();
+    if ((watch[1].revents & POLLIN) != 0) drain_signal(signal);
+    if ((watch[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0) drive->readable(actor);
+  }
 }
 
 run_scope::run_scope(system_core* core, kind k) noexcept : core_(core), blocking_(k == kind::blocking_call) {
@@ -175,10 +335,10 @@ actor_base* worker::find_local_work(moodycamel::ConsumerToken& token) {
   return nullptr;
 }
 
-actor_base* worker::search(moodycamel::ConsumerToken& token) {
+actor_base* worker::search(moodycamel::ConsumerToken& token, std::uint32_t rounds) {
   const auto count = static_cast<unsigned>(core->workers.size());
   actor_base* a = nullptr;
-  for (std::uint32_t round = 0; round < core->cfg.spin_rounds; ++round) {
+  for (std::uint32_t round = 0; round < rounds; ++round) {
     if (core->injection.try_dequeue(token, a)) return a;
     steal_seed = steal_seed * 1664525u + 1013904223u;
     for (unsigned i = 0, start = steal_seed % count; i < count; ++i) {
@@ -194,6 +354,12 @@ actor_base* worker::search(moodycamel::ConsumerToken& token) {
   return nullptr;
 }
 
+// How long a worker parked on its futex (another has the I/O poller) sleeps before it looks
+// whether it may take the seat: the longest a socket goes unwatched while the worker that had
+// the poller runs a long turn (a handler that computes, or blocks). It costs an idle system one
+// wake-up per parked worker every period while a node is attached.
+constexpr std::int64_t poller_vacancy_ns = 10'000'000;
+
 void worker::park() {
   const std::uint64_t bit = std::uint64_t{1} << index;
   const std::uint32_t seen = wake_word.load(std::memory_order_acquire);
@@ -203,8 +369,12 @@ void worker::park() {
   core->idle_mask.fetch_or(bit, std::memory_order_seq_cst);
   if (!core->has_stealable_work() && !core->stopping.load(std::memory_order_acquire) && !timers.has_cancels()) {
     // Pending time-outs bound the sleep: this worker's wheel has no other thread to serve it.
-    const std::int64_t hint = timers.wait_hint();
+    std::int64_t hint = timers.wait_hint();
     if (hint != 0 && !park_in_poller(seen, hint)) {
+      // Another worker has the poller (it waits in it, or looks at it between turns), and may
+      // leave it for a long turn: sleep for a while only, then look whether the seat is free.
+      if (core->poller.load(std::memory_order_relaxed) != nullptr && (hint < 0 || hint > poller_vacancy_ns))
+        hint = poller_vacancy_ns;
       if (hint < 0)
         futex_wait(&wake_word, seen);
       else
@@ -222,6 +392,9 @@ void worker::park() {
 // comes between our look for work and the wait is never lost.
 bool worker::park_in_poller(std::uint32_t seen, std::int64_t hint_ns) {
   if (core->poller.load(std::memory_order_relaxed) == nullptr) return false;
+  // Another worker is looking at the poller: it dispatches what arrives, and parks in it itself
+  // when its look ends, so this one sleeps where arrivals do not wake it.
+  if (core->answer_spinners.load(std::memory_order_relaxed) > 0) return false;
   core->pollers_inside.fetch_add(1, std::memory_order_seq_cst);
   const io_poller* p = core->poller.load(std::memory_order_seq_cst);
   int none = -1;
@@ -241,11 +414,49 @@ bool worker::park_in_poller(std::uint32_t seen, std::int64_t hint_ns) {
 
 // A busy worker looks at the poller now and then without waiting, so sockets are served while
 // every worker has work (Go's scheduler does the same between goroutines).
-void worker::poll_io_now() {
-  if (core->poller.load(std::memory_order_relaxed) == nullptr) return;
+std::size_t worker::poll_io_now() {
+  if (core->poller.load(std::memory_order_relaxed) == nullptr) return 0;
   core->pollers_inside.fetch_add(1, std::memory_order_seq_cst);
-  if (const io_poller* p = core->poller.load(std::memory_order_seq_cst)) p->poll(p->context, 0);
+  std::size_t dispatched = 0;
+  if (const io_poller* p = core->poller.load(std::memory_order_seq_cst)) dispatched = p->poll(p->context, 0);
   core->pollers_inside.fetch_sub(1, std::memory_order_seq_cst);
+  return dispatched;
+}
+
+// A worker out of work shortly after it wrote to a socket looks at the poller without waiting
+// until config::io_spin has passed since the write, yielding its CPU between looks (to the peer,
+// when both share it). Parking would make the answer pay a wake-up, and on a virtual machine
+// waking an idle CPU can cost more than the whole round trip.
+bool worker::await_answer() {
+  if (answer_due_until == 0) return false;
+  if (!this_thread_spin.allowed()) {
+    answer_due_until = 0;
+    return poll_io_now() > 0;  // one look, as a worker that just wrote takes before it parks
+  }
+  core->answer_spinners.fetch_add(1, std::memory_order_relaxed);
+  struct leave {
+    std::atomic<int>& spinners;
+    ~leave() { spinners.fetch_sub(1, std::memory_order_relaxed); }
+  } counted{core->answer_spinners};
+  for (;;) {
+    if (poll_io_now() > 0) {
+      this_thread_spin.answered();
+      return true;
+    }
+    if (core->has_stealable_work() || next != nullptr) return true;
+    if (steady_now_ns() >= answer_due_until || core->stopping.load(std::memory_order_relaxed)) break;
+    if (!this_thread_spin.yield()) break;
+  }
+  answer_due_until = 0;
+  return false;
+}
+
+// A turn wrote to a socket: the answer is awaited until io_spin from now, and looked for at once
+// when other work would run first (with nothing else to run, await_answer looks, first thing).
+void worker::after_writing_turn() {
+  poll_after_turn = false;
+  if (io_spin_ns > 0) answer_due_until = steady_now_ns() + io_spin_ns;
+  if (io_spin_ns <= 0 || next != nullptr || !local.empty() || core->injection.size_approx() > 0) poll_io_now();
 }
 
 void worker::run() {
@@ -270,15 +481,19 @@ void worker::run() {
     }
     if (a == nullptr) {
       core->searching.fetch_add(1, std::memory_order_acq_rel);
-      a = search(token);
+      // Waiting for an answer, one round of looking will do: await_answer looks on, and yields
+      // the CPU between looks where spinning would keep it from the peer that shares it.
+      a = search(token, answer_due_until != 0 ? 1 : core->cfg.spin_rounds);
       core->searching.fetch_sub(1, std::memory_order_acq_rel);
       if (a == nullptr) {
         if (core->stopping.load(std::memory_order_acquire)) break;
+        if (await_answer()) continue;
         park();
         continue;
       }
     }
     resume_result r = a->resume(budget);
+    if (poll_after_turn) after_writing_turn();
     // An actor that used up its turn while nothing else waits here gets another turn at once:
     // queueing it would only wake an idle worker to steal it back and forth.
     while (r == resume_result::reschedule && next == nullptr && local.empty() && core->injection.size_approx() == 0) {
@@ -287,6 +502,7 @@ void worker::run() {
         continue;
       }
       r = a->resume(budget);
+      if (poll_after_turn) after_writing_turn();
     }
     if (r == resume_result::reschedule) requeue(a);
   }
@@ -364,7 +580,7 @@ void detach_io_poller(system_core* core) noexcept {
 
 void system_core::signal_fd() noexcept {
   if (fd_signaled.exchange(true, std::memory_order_acq_rel)) return;  // once per run call
-  if (cfg.on_wake != nullptr && hooks_enabled.load(std::memory_order_acquire)) cfg.on_wake(cfg.wake_context);
+  if (cfg.on_wake != nullptr && hooks_enabled.load(std::memory_order_acquire)) cfg.on_wake(cfg.wake_user_data);
   if (event_fd < 0) return;
   const std::uint64_t one = 1;
   [[maybe_unused]] auto n = ::write(event_fd, &one, sizeof one);
@@ -404,6 +620,7 @@ void system_core::start_workers() {
     w->core = this;
     w->index = static_cast<unsigned>(i);
     w->steal_seed = static_cast<std::uint32_t>(i * 2654435761u + 1);
+    w->io_spin_ns = io_spin_ns(this);
     workers.push_back(std::move(w));
   }
   for (auto& w : workers) w->thread = std::thread([p = w.get()] { p->run(); });

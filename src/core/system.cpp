@@ -62,7 +62,7 @@ void dead_letter(system_core* core, std::uint64_t target_id, const char* message
                  dead_letter_reason reason) noexcept {
   core->dead_letters.fetch_add(1, std::memory_order_relaxed);
   if (core->cfg.on_dead_letter != nullptr && core->hooks_enabled.load(std::memory_order_acquire))
-    core->cfg.on_dead_letter({target_id, message_type, reason}, core->cfg.dead_letter_context);
+    core->cfg.on_dead_letter({target_id, message_type, reason}, core->cfg.dead_letter_user_data);
 }
 
 void continuation_failed(system_core* core, const char* what) noexcept {
@@ -74,7 +74,7 @@ void continuation_failed(system_core* core, const char* what) noexcept {
   try {
     if (core->cfg.on_continuation_error != nullptr && core->hooks_enabled.load(std::memory_order_acquire)) {
       core->cfg.on_continuation_error(error(errc::handler_failed, std::string("a continuation threw: ") + what),
-                                      core->cfg.continuation_error_context);
+                                      core->cfg.continuation_error_user_data);
       return;
     }
   } catch (...) {

@@ -154,6 +154,9 @@ struct alignas(64) worker {
   unsigned next_streak = 0;
   std::uint32_t tick = 0;
   std::uint32_t steal_seed = 0;
+  bool poll_after_turn = false;  // the turn wrote to a socket: look at the poller before the next
+  std::int64_t answer_due_until = 0;  // steady ns: a socket written to may be answered before this
+  std::int64_t io_spin_ns = 0;        // config::io_spin
   run_queue local;
   local_timers timers{this};
   alignas(64) std::atomic<std::uint32_t> wake_word{0};
@@ -161,10 +164,12 @@ struct alignas(64) worker {
 
   void run();
   actor_base* find_local_work(moodycamel::ConsumerToken& token);
-  actor_base* search(moodycamel::ConsumerToken& token);
+  actor_base* search(moodycamel::ConsumerToken& token, std::uint32_t rounds);
   void park();
   bool park_in_poller(std::uint32_t seen, std::int64_t hint_ns);
-  void poll_io_now();
+  std::size_t poll_io_now();
+  bool await_answer();
+  void after_writing_turn();
   void push_local(actor_base* a);
   /// An actor that used up its turn or its next-slot streak: to the back of the shared queue.
   void requeue(actor_base* a);
@@ -269,6 +274,9 @@ class system_core {
   alignas(64) std::atomic<const io_poller*> poller{nullptr};
   std::atomic<int> pollers_inside{0};
   std::atomic<int> polling_worker{-1};
+  // Workers looking at the poller after a write (worker::await_answer): while one is, a worker
+  // that parks does so on its futex, not in epoll_wait, where each arrival would wake it too.
+  std::atomic<int> answer_spinners{0};
   std::atomic<bool> stopping{false};
   std::atomic<std::size_t> workers_ready{0};  // workers that have taken their first pool chunk
   int event_fd = -1;  // embedded: closed by ~system (the host may watch it until then)

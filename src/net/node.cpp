@@ -40,16 +40,34 @@ std::size_t node_core::poll_from_system(void* self, int timeout_ms) noexcept {
 
 void node_core::wake_from_any(void* self) noexcept { static_cast<node_core*>(self)->reactor_.wake(); }
 
-void node_core::enter(courier::detail::actor_base* connection, void (*close)(courier::detail::actor_base*)) {
+void node_core::enter(courier::detail::actor_base* connection, void (*close)(courier::detail::actor_base*),
+                      const live_counters* counters, const std::uint16_t* context_map) {
   connection->add_ref();  // released by leave(): a listed connection is never freed under us
   {
     std::lock_guard lock(mutex_);
-    connections_.push_back({connection, close});
+    connections_.push_back({connection, close, counters, context_map});
     ever_connected_ = true;
     if (!stopped_) return;
   }
   // Accepted or connected while stop() ran, after it asked the others to close: this one too.
   close(connection);
+}
+
+context_ref node_core::context_of(courier::detail::actor_base* connection) const {
+  std::lock_guard lock(mutex_);
+  for (const listed& l : connections_) {
+    if (l.actor != connection) continue;
+    connection->add_ref();
+    return context_ref(actor_ref<detail::context_calls>::adopt(connection, l.context_map), 0);
+  }
+  return {};
+}
+
+std::optional<connection_counters> node_core::counters_of(const courier::detail::actor_base* connection) const {
+  std::lock_guard lock(mutex_);
+  for (const listed& l : connections_)
+    if (l.actor == connection) return l.counters->read();
+  return std::nullopt;
 }
 
 void node_core::leave(courier::detail::actor_base* connection) noexcept {

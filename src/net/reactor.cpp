@@ -1,4 +1,4 @@
-#include "courier/net/reactor.hpp"
+#include "courier/net/detail/reactor.hpp"
 
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
-namespace courier::net {
+namespace courier::net::detail {
 
 namespace {
 
@@ -20,7 +20,7 @@ std::uint64_t pack(int fd, std::uint32_t generation) noexcept {
 }
 
 [[noreturn]] void fail_to_start(const char* what) noexcept {
-  std::fprintf(stderr, "courier::net::reactor: %s failed: %s\n", what, std::strerror(errno));
+  std::fprintf(stderr, "courier::net::detail::reactor: %s failed: %s\n", what, std::strerror(errno));
   std::abort();
 }
 
@@ -68,6 +68,22 @@ courier::result<void> reactor::add(int fd, std::uint32_t events, io_handler* han
 
 courier::result<void> reactor::modify(int fd, std::uint32_t events, io_handler* handler) {
   return control(EPOLL_CTL_MOD, fd, events, handler);
+}
+
+std::uint64_t reactor::registration_tag(int fd) const {
+  std::lock_guard lock(table_mutex_);
+  if (fd < 0 || static_cast<std::size_t>(fd) >= slots_.size()) return 0;
+  const slot& entry = slots_[static_cast<std::size_t>(fd)];
+  return entry.handler == nullptr ? 0 : pack(fd, entry.generation);
+}
+
+courier::result<void> reactor::modify_events(int fd, std::uint64_t tag, std::uint32_t events) {
+  epoll_event event{};
+  event.events = events;
+  event.data.u64 = tag;
+  if (::epoll_ctl(epoll_.fd(), EPOLL_CTL_MOD, fd, &event) < 0)
+    return courier::error(std::error_code(errno, std::system_category()), "reactor: epoll_ctl MOD");
+  return {};
 }
 
 void reactor::remove(int fd) noexcept {
@@ -130,4 +146,4 @@ void reactor_thread::stop() noexcept {
   if (thread_.joinable()) thread_.join();
 }
 
-}  // namespace courier::net
+}  // namespace courier::net::detail

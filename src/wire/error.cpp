@@ -34,6 +34,7 @@ class category final : public std::error_category {
       case errc::bad_handshake: return "malformed handshake";
       case errc::unexpected_frame: return "frame not allowed in this state of the connection";
       case errc::bad_transaction_id: return "call with transaction id 0";
+      case errc::bad_context_id: return "context id not allowed here";
     }
     return "unknown courier.wire error";
   }
@@ -72,6 +73,7 @@ const char* to_string(errc e) noexcept {
     case errc::bad_handshake: return "bad_handshake";
     case errc::unexpected_frame: return "unexpected_frame";
     case errc::bad_transaction_id: return "bad_transaction_id";
+    case errc::bad_context_id: return "bad_context_id";
   }
   return "unknown";
 }

@@ -10,7 +10,8 @@ result<std::size_t> encode_handshake(out_buffer& out, const handshake_info& info
   frame_writer w(out, frame_header{1, kind::handshake, 0, 0, {}, 0, 0});
   w.add(info.min_version).add(info.max_version).add(info.capabilities).add(info.max_frame_size).add(info.peer_name);
   w.add(info.max_items).add(info.max_depth);
-  if (info.nonce != 0) w.add(info.nonce);
+  if (info.nonce != 0 || info.max_child_contexts != 0) w.add(info.nonce);
+  if (info.max_child_contexts != 0) w.add(info.max_child_contexts);
   return w.finish();
 }
 
@@ -41,8 +42,12 @@ result<handshake_info> decode_handshake(const frame_view& frame) noexcept {
       info.max_depth = *depth;
       // Item 8 came after the first text of the spec, which told receivers to ignore items after the
       // seventh: one of another type is still ignored.
-      if (r.peek() == item_type::uint64)
+      if (r.peek() == item_type::uint64) {
         if (auto nonce = r.read<std::uint64_t>()) info.nonce = *nonce;
+        // Item 9 came later still, on the same terms.
+        if (r.peek() == item_type::uint32)
+          if (auto children = r.read<std::uint32_t>()) info.max_child_contexts = *children;
+      }
     }
   }
   if (info.min_version == 0 || info.min_version > info.max_version) return errc::bad_handshake;
@@ -55,8 +60,8 @@ result<agreement> negotiate(const handshake_info& local, const handshake_info& r
     return errc::bad_handshake;
   const std::uint8_t version = std::min(local.max_version, remote.max_version);
   if (version < std::max(local.min_version, remote.min_version)) return errc::unsupported_version;
-  return agreement{version, local.capabilities & remote.capabilities, remote.max_frame_size, remote.max_items,
-                   remote.max_depth};
+  return agreement{version,          local.capabilities & remote.capabilities, remote.max_frame_size,
+                   remote.max_items, remote.max_depth,                          remote.max_child_contexts};
 }
 
 }  // namespace courier::wire

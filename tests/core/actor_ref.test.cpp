@@ -103,7 +103,7 @@ TEST_CASE("a ref keeps a stopped actor's memory alive; sends to it are dead lett
   dead_letter_log log;
   courier::config cfg = courier::config::deterministic();
   cfg.on_dead_letter = &record_dead_letter;
-  cfg.dead_letter_context = &log;
+  cfg.dead_letter_user_data = &log;
   courier::system sys{cfg};
   auto c = sys.spawn<counter>();
   CHECK(c.send(add{1, 1}));

@@ -65,7 +65,7 @@ struct dead_letters {
 courier::config deterministic_with(dead_letters& log) {
   auto cfg = courier::config::deterministic();
   cfg.on_dead_letter = &dead_letters::hook;
-  cfg.dead_letter_context = &log;
+  cfg.dead_letter_user_data = &log;
   return cfg;
 }
 

@@ -254,7 +254,7 @@ TEST_CASE("threaded: a plain thread's continuation runs on a worker, outside the
   courier::config cfg;
   cfg.workers = 2;
   cfg.on_continuation_error = &count_hook;
-  cfg.continuation_error_context = &log;
+  cfg.continuation_error_user_data = &log;
   courier::system sys{cfg};
   auto c = sys.spawn<counter>();
   c.send(add{2});
@@ -290,7 +290,7 @@ TEST_CASE("then(executor): the continuation is handed to the executor, reply, er
   courier::config cfg;
   cfg.workers = 1;
   cfg.on_continuation_error = &count_hook;
-  cfg.continuation_error_context = &log;
+  cfg.continuation_error_user_data = &log;
   courier::system sys{cfg};
   auto c = sys.spawn<counter>();
   c.send(add{4});
@@ -426,7 +426,7 @@ TEST_CASE("on_wake: a host without descriptors is called once per batch of new w
   wake_counter w;
   courier::config cfg = courier::config::embedded();
   cfg.on_wake = &on_wake;
-  cfg.wake_context = &w;
+  cfg.wake_user_data = &w;
   courier::system sys{cfg};
   CHECK(sys.wake_fd() == -1);  // a callback instead of a descriptor
   auto c = sys.spawn<counter>();
@@ -600,7 +600,7 @@ TEST_CASE("on_wake may call back into the system while begin_shutdown asks actor
   stopped_probe probe;
   courier::config cfg = courier::config::embedded();
   cfg.on_wake = &probe_stopped;
-  cfg.wake_context = &probe;
+  cfg.wake_user_data = &probe;
   courier::system sys{cfg};
   probe.sys = &sys;
   auto c = sys.spawn<counter>();

@@ -59,21 +59,21 @@ const std::string all_texts[] = {
     "actor stopped", "blocking call would deadlock", "stopped by request", "empty actor reference",
     "reply promise dropped without a reply", "mailbox full", "no actor registered under that name",
     "actor does not implement the interface", "name already registered", "invalid argument",
-    "parent actor stopped", "connection lost", "protocol error"};
+    "parent actor stopped", "connection lost", "protocol error", "too many child contexts"};
 
 }  // namespace
 
 TEST_CASE("error category: name and one distinct message per code", "[error]") {
   const std::error_category& cat = courier::courier_category();
   CHECK(std::string(cat.name()) == "courier");
-  for (int code = 256; code <= 273; ++code) {
+  for (int code = 256; code <= 274; ++code) {
     INFO("code " << code);
     CHECK(cat.message(code) == all_texts[code - 256]);
   }
   CHECK(cat.message(0) == "unknown courier error");
   CHECK(cat.message(1) == "unknown courier error");    // the old numbering is gone
   CHECK(cat.message(255) == "unknown courier error");  // protocol errors belong to courier.wire
-  CHECK(cat.message(274) == "unknown courier error");
+  CHECK(cat.message(275) == "unknown courier error");
 }
 
 TEST_CASE("errc converts implicitly to std::error_code in the courier category", "[error]") {

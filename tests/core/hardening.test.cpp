@@ -311,7 +311,7 @@ TEST_CASE("a plain thread's continuation that throws does not harm the replying 
   continuation_log log;
   courier::config cfg = courier::config::deterministic();
   cfg.on_continuation_error = &record_continuation_error;
-  cfg.continuation_error_context = &log;
+  cfg.continuation_error_user_data = &log;
   courier::system sys{cfg};
   auto c = sys.spawn<counter>();
   c.request(get{}).then([](int) { throw std::runtime_error("value continuation"); }, [](const courier::error&) {});

@@ -95,7 +95,7 @@ void record_dead_letter(const courier::dead_letter_info& info, void* context) {
 courier::config deterministic_with(dead_letter_log* log) {
   auto cfg = courier::config::deterministic();
   cfg.on_dead_letter = &record_dead_letter;
-  cfg.dead_letter_context = log;
+  cfg.dead_letter_user_data = log;
   return cfg;
 }
 

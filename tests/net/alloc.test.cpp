@@ -8,7 +8,9 @@
 // by design.
 //
 // Set COURIER_ALLOC_TRACE=1 to print a backtrace for each allocation in a measured phase.
+#include "courier/net/local_context.hpp"
 #include "courier/net/node.hpp"
+#include "courier/net/services.hpp"
 
 #include <execinfo.h>
 #include <unistd.h>
@@ -179,7 +181,7 @@ constexpr std::uint64_t scale = 1;
 constexpr std::uint64_t scale = 1;
 #endif
 
-/// After a warm-up: long enough for the session clock's first ticks (each system's timer thread
+/// After a warm-up: long enough for the engine clock's first ticks (each system's timer thread
 /// takes its first pool chunk then) and a first keepalive ping, so the measured phase starts in
 /// steady state however fast the warm-up ran.
 void settle() { std::this_thread::sleep_for(250ms); }
@@ -214,7 +216,7 @@ struct pair {
   courier::actor_ref<api> remote;
 
   explicit pair(courier::net::endpoint where) {
-    // A short keepalive: the session's clock ticks (every 50 ms) during the warm-up too, and a side
+    // A short keepalive: the engine's clock ticks (every 50 ms) during the warm-up too, and a side
     // that only sends hears nothing for long enough to ping, so pings are part of the steady state.
     courier::net::connection_config cfg;
     cfg.ping_interval = 200ms;
@@ -246,7 +248,7 @@ TEST_CASE("remote request().then from an actor allocates nothing per call in ste
       pair p(where);
       std::atomic<std::uint64_t> done{0}, failures{0};
       auto c = p.client_sys.spawn<caller>(p.remote, &done, &failures);
-      // Warm-up: pool slots, buffers, timer storage, the call table, the session clock's first ticks.
+      // Warm-up: pool slots, buffers, timer storage, the call table, the engine clock's first ticks.
       c.send(start_calls{3'000 / scale, width});
       wait_for(done, 1);
       settle();
@@ -283,6 +285,155 @@ TEST_CASE("remote ask from a plain thread allocates nothing per call in steady s
                                 << ", large slots: " << m.large_slots());
     CHECK(events == 0);
     CHECK(wrong == 0);
+  }
+}
+
+namespace {
+
+// ADD_ as a dynamic service: two int32 read in place, their sum written into the reply.
+std::shared_ptr<courier::net::service_table> adder_services() {
+  auto services = std::make_shared<courier::net::service_table>();
+  services->add(courier::token("ADD_"), [](courier::net::incoming& call) {
+    const auto a = call.read<std::int32_t>();
+    const auto b = call.read<std::int32_t>();
+    if (a && b) call.reply().add(*a + *b);
+  });
+  return services;
+}
+
+// The int32 a reply to ADD_ holds; -1 if it holds none.
+std::int32_t sum_of(const courier::wire::items_ref& reply) {
+  auto r = reply.items();
+  auto v = r.read<std::int32_t>();
+  return v ? *v : -1;
+}
+
+// From a plain thread: ADD_ by call_wait, then by call().then, each checked.
+struct adder_calls {
+  courier::net::context_ref ctx;
+  std::atomic<std::uint64_t> answered{0}, wrong{0};
+
+  void both(std::int32_t i) {
+    {
+      auto v = ctx.call_wait(courier::token("ADD_"), courier::net::args(i, std::int32_t{1}), 10s);
+      if (!v || sum_of(*v) != i + 1) ++wrong;
+    }  // the reply's block is let go before the next call
+    const std::uint64_t before = answered.load();
+    ctx.call(courier::token("ADD_"), courier::net::args(i, std::int32_t{2}), 10s)
+        .then([this, i](const courier::wire::items_ref& reply) {
+                if (sum_of(reply) != i + 2) ++wrong;
+                ++answered;
+              },
+              [this](const courier::error&) {
+                ++wrong;
+                ++answered;
+              });
+    while (answered.load() == before) std::this_thread::yield();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a dynamic service's call allocates nothing in steady state, typed or by token: items read in place",
+          "[net][allocation][services]") {
+  courier_test::watchdog wd{"net allocation: dynamic", 60s};
+  for (auto where : {uds_endpoint(), tcp_endpoint()}) {
+    INFO("transport: " << name_of(where));
+    courier::system server_sys;
+    courier::net::node server_net{server_sys};
+    auto services = adder_services();
+    courier::net::connection_config cfg;
+    cfg.ping_interval = 200ms;
+    auto s = server_net.serve(services, where, cfg);
+    REQUIRE(s);
+    if (where.kind == courier::net::endpoint::kind_t::tcp) where.port = s->port;
+    courier::system client_sys;
+    courier::net::node client_net{client_sys};
+    auto r = client_net.connect<api>(where, cfg);
+    REQUIRE(r);
+    for (std::int32_t i = 0; i < 1'000; ++i) REQUIRE(r->ask(add{i, 1}, 10s));
+    settle();
+    measured m;
+    std::uint64_t wrong = 0;
+    for (std::int32_t i = 0; i < static_cast<std::int32_t>(5'000 / scale); ++i) {
+      auto v = r->ask(add{i, 1}, 10s);
+      if (!v || *v != i + 1) ++wrong;
+    }
+    const auto events = m.events();  // before INFO, which allocates its text
+    INFO("operator new calls: " << m.operator_new_calls() << ", pool chunks: " << m.pool_chunks()
+                                << ", large slots: " << m.large_slots());
+    CHECK(events == 0);
+    CHECK(wrong == 0);
+    r->reset();
+    {
+      // The same service called by token through a context_ref: call_wait and call().then.
+      auto ctx = client_net.connect(where, cfg);
+      REQUIRE(ctx);
+      adder_calls calls{*ctx};
+      for (std::int32_t i = 0; i < 1'000; ++i) calls.both(i);
+      settle();
+      measured by_token;
+      for (std::int32_t i = 0; i < static_cast<std::int32_t>(3'000 / scale); ++i) calls.both(i);
+      const auto token_events = by_token.events();
+      INFO("by token: operator new calls: " << by_token.operator_new_calls() << ", pool chunks: "
+                                            << by_token.pool_chunks() << ", large slots: " << by_token.large_slots());
+      CHECK(token_events == 0);
+      CHECK(calls.wrong.load() == 0);
+    }
+    client_net.stop();
+    server_net.stop();
+  }
+}
+
+TEST_CASE("a local context call (serve_locally) allocates nothing in steady state: wait and callback",
+          "[net][allocation][contexts][local]") {
+  courier_test::watchdog wd{"net allocation: local context", 60s};
+  courier::system sys;
+  auto services = adder_services();
+  auto ctx = courier::net::serve_locally(sys, services);
+  adder_calls calls{ctx};
+  auto both = [&](std::int32_t i) { calls.both(i); };
+  for (std::int32_t i = 0; i < 1'000; ++i) both(i);
+  settle();
+  measured m;
+  for (std::int32_t i = 0; i < static_cast<std::int32_t>(5'000 / scale); ++i) both(i);
+  const auto events = m.events();  // before INFO, which allocates its text
+  INFO("operator new calls: " << m.operator_new_calls() << ", pool chunks: " << m.pool_chunks()
+                              << ", large slots: " << m.large_slots());
+  CHECK(events == 0);
+  CHECK(calls.wrong.load() == 0);
+}
+
+TEST_CASE("remote request().then from a plain thread allocates nothing per call in steady state", "[net][allocation]") {
+  // The plain thread's request finds the connection idle and runs its turn (encodes and writes the
+  // call) itself; the continuation runs on the system's host lane.
+  courier_test::watchdog wd{"net allocation: plain thread request", 60s};
+  for (auto where : {uds_endpoint(), tcp_endpoint()}) {
+    INFO("transport: " << name_of(where));
+    pair p(where);
+    std::atomic<std::uint64_t> answered{0}, wrong{0};
+    auto one = [&](std::int32_t i) {
+      const std::uint64_t before = answered.load();
+      p.remote.request(add{i, 1}, 10s)
+          .then([&wrong, &answered, i](std::int32_t v) {
+                  if (v != i + 1) ++wrong;
+                  ++answered;
+                },
+                [&wrong, &answered](const courier::error&) {
+                  ++wrong;
+                  ++answered;
+                });
+      while (answered.load() == before) std::this_thread::yield();
+    };
+    for (std::int32_t i = 0; i < 1'000; ++i) one(i);
+    settle();
+    measured m;
+    for (std::int32_t i = 0; i < static_cast<std::int32_t>(5'000 / scale); ++i) one(i);
+    const auto events = m.events();  // before INFO, which allocates its text
+    INFO("operator new calls: " << m.operator_new_calls() << ", pool chunks: " << m.pool_chunks()
+                                << ", large slots: " << m.large_slots());
+    CHECK(events == 0);
+    CHECK(wrong.load() == 0);
   }
 }
 

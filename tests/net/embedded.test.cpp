@@ -235,7 +235,7 @@ void run_client_scenarios(const courier::net::endpoint& asked) {
   CHECK(*sum == 42);
 
   // wake_fd alone, no deadline in the way: after the call is written, the reply's readiness makes
-  // it readable (session timers fire through next_deadline() and never make it readable).
+  // it readable (engine timers fire through next_deadline() and never make it readable).
   std::optional<std::int32_t> second;
   ref.request(add{1, 1}, 5s)
       .then([&](std::int32_t v) { on_host(), second = v; }, [&](const courier::error&) { on_host(), second = -1; });
@@ -280,7 +280,7 @@ void run_client_scenarios(const courier::net::endpoint& asked) {
   REQUIRE(deferred);
   CHECK(*deferred == 7);
 
-  // Idle: the loop sleeps between the session's timer ticks; a wake_fd left readable (by the
+  // Idle: the loop sleeps between the engine's timer ticks; a wake_fd left readable (by the
   // reactor's descriptor inside it) would make it spin through thousands of rounds.
   int rounds = 0;
   for (const auto quiet = std::chrono::steady_clock::now() + 300ms; std::chrono::steady_clock::now() < quiet; ++rounds)

@@ -120,7 +120,7 @@ void run_flood(std::uint64_t count, std::uint64_t window) {
   dead_letter_count dead;
   courier::config sys_cfg;
   sys_cfg.on_dead_letter = &dead_letter_count::hook;
-  sys_cfg.dead_letter_context = &dead;
+  sys_cfg.dead_letter_user_data = &dead;
   courier::system sys{sys_cfg};
   courier::net::node net{sys};
   courier::net::endpoint where;
@@ -137,8 +137,6 @@ void run_flood(std::uint64_t count, std::uint64_t window) {
     std::this_thread::sleep_for(20ms);  // the server is still starting
   }
   REQUIRE(ref);
-  auto* conn = static_cast<courier::net::client_connection<flood::api>*>(
-      static_cast<courier::detail::actor_base*>(ref->base()));
   const long rss_before = status_kib(server.pid, "VmRSS");
 
   // VmRSS sampled during the flood (VmHWM, the kernel's own peak, is read at the end as well).
@@ -191,10 +189,12 @@ void run_flood(std::uint64_t count, std::uint64_t window) {
   flooding.store(false, std::memory_order_release);
   sampler.join();
   const long hwm = status_kib(server.pid, "VmHWM");
-  const std::uint64_t refused = conn->refused_sends();
+  const auto counted = net.counters(*ref);
+  REQUIRE(counted);
+  const std::uint64_t refused = counted->refused_sends;
   const std::uint64_t accepted = count - not_queued;
   const long client_hwm = status_kib(::getpid(), "VmHWM");
-  const std::size_t peak = conn->outbound_peak();
+  const std::size_t peak = counted->outbound_peak;
 
   std::printf(
       "flood: %llu one-way sends (window %llu) in %.2f s (%.0f/s handled), accepted %llu, refused at the call %llu "

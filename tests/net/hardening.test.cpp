@@ -3,6 +3,7 @@
 // output nobody reads (server and client side), a frame that arrives slowly, keepalive timing, an
 // orderly stop with calls in flight, contexts that are not open, limits, refusals, and a second
 // server on a live server's socket file.
+#include "courier/net/detail/wire_stream.hpp"
 #include "courier/net/node.hpp"
 
 #include <signal.h>
@@ -205,7 +206,7 @@ TEST_CASE("bytes of a frame still arriving keep the peer alive", "[net][hardenin
   });
 }
 
-TEST_CASE("keepalive fires at the session's deadlines: pings at one and two intervals, dead at three",
+TEST_CASE("keepalive fires at the engine's deadlines: pings at one and two intervals, dead at three",
           "[net][hardening][keepalive]") {
   courier_test::watchdog wd("keepalive timing", 60s);
   each_transport("ktiming", [](const endpoint& at) {
@@ -334,10 +335,17 @@ TEST_CASE("an orderly stop answers the calls in flight, refuses later ones, then
   each_transport("stop", [](const endpoint& at) {
     auto srv = std::make_unique<server>(at, courier::net::connection_config{});
     good_client good(srv->where);
+    std::vector<std::promise<courier::result<std::int32_t>>> answers(5);
     std::vector<std::future<courier::result<std::int32_t>>> calls;
-    for (std::int32_t i = 0; i < 5; ++i)
-      calls.push_back(std::async(std::launch::async, [&good, i] { return good.ref.ask(slow{300, i}, 5s); }));
-    std::this_thread::sleep_for(100ms);  // the calls are on the server
+    for (std::int32_t i = 0; i < 5; ++i) {
+      auto* answer = &answers[static_cast<std::size_t>(i)];
+      calls.push_back(answer->get_future());
+      good.ref.request(slow{300, i}, 5s).then([answer](std::int32_t v) { answer->set_value(v); },
+                                              [answer](const courier::error& e) { answer->set_value(e); });
+    }
+    // The calls are on the server: the stream is ordered, so the answer to a call made after
+    // them means the server has read them (a fixed sleep was not enough on a loaded machine).
+    REQUIRE(good.works());
     const auto t0 = std::chrono::steady_clock::now();
     srv->net.stop();
     CHECK(std::chrono::steady_clock::now() - t0 < 2s);
@@ -353,7 +361,7 @@ TEST_CASE("an orderly stop answers the calls in flight, refuses later ones, then
   });
 }
 
-TEST_CASE("a call in a context that is not open gets 258 no_such_context", "[net][hardening][contexts]") {
+TEST_CASE("a call in a context that is not open gets 258 no_such_context; a context_open gets 274", "[net][hardening][contexts]") {
   courier_test::watchdog wd("no such context", 30s);
   each_transport("ctx", [](const endpoint& at) {
     server srv(at, short_config());
@@ -373,6 +381,76 @@ TEST_CASE("a call in a context that is not open gets 258 no_such_context", "[net
     REQUIRE(g);
     CHECK(g->kind == wire::kind::reply);
     CHECK(g->tid == 12);
+    // A server that announced no children answers an open with 274, with the open's transaction id.
+    wire::out_buffer open;
+    REQUIRE(wire::frame_writer(open, wire::frame_header{1, wire::kind::context_open, 0, 0, courier::token("CHLD"), 13, 1})
+                .finish());
+    REQUIRE(raw.write(open));
+    auto h = raw.next();
+    REQUIRE(h);
+    CHECK(h->kind == wire::kind::error);
+    CHECK(h->tid == 13);
+    CHECK(h->code == static_cast<std::uint32_t>(errc::too_many_contexts));
+  });
+}
+
+TEST_CASE("a server describes what it serves: $SVC lists each service with its signatures", "[net][hardening][reflection]") {
+  courier_test::watchdog wd("reflection", 30s);
+  each_transport("svc", [](const endpoint& at) {
+    server srv(at, short_config());
+    raw_peer raw(srv.where);
+    REQUIRE(raw.handshake());
+    auto reflection_frame = [](wire::kind k, std::uint64_t tid, std::uint64_t ctx) {
+      wire::out_buffer out;
+      REQUIRE(wire::frame_writer(out, wire::frame_header{1, k, 0, 0, courier::token("$SVC"), tid, ctx}).finish());
+      return raw_peer::as_string(out);
+    };
+    // A send of it is ignored; a call in a context that is not open gets 258; a call in the parent
+    // context gets the list.
+    REQUIRE(raw.write(reflection_frame(wire::kind::send, 0, 0)));
+    REQUIRE(raw.write(reflection_frame(wire::kind::call, 3, 5)));
+    REQUIRE(raw.write(reflection_frame(wire::kind::call, 4, 0)));
+    auto refused = raw.next();
+    REQUIRE(refused);
+    CHECK(refused->kind == wire::kind::error);
+    CHECK(refused->tid == 3);
+    CHECK(refused->code == static_cast<std::uint32_t>(errc::no_such_context));
+    auto listed = raw.next();
+    REQUIRE(listed);
+    REQUIRE(listed->kind == wire::kind::reply);
+    CHECK(listed->tid == 4);
+    auto body = std::as_bytes(std::span<const char>(listed->body.data(), listed->body.size()));
+    wire::reader r(body);
+    struct entry {
+      std::string token, arguments, result, description;
+      std::uint8_t kind;
+    };
+    std::vector<entry> services;
+    while (r.has_more()) {
+      REQUIRE(r.begin_list());
+      entry e;
+      e.token = std::string(r.read<std::string_view>().value());
+      e.kind = r.read<std::uint8_t>().value();
+      e.arguments = std::string(r.read<std::string_view>().value());
+      e.result = std::string(r.read<std::string_view>().value());
+      e.description = std::string(r.read<std::string_view>().value());
+      REQUIRE(r.end_list());
+      services.push_back(e);
+    }
+    REQUIRE(services.size() == 3);
+    CHECK(services[0].token == "ADD_");
+    CHECK(services[0].kind == 1);
+    CHECK(services[0].arguments == "(int32, int32)");  // fields() written by hand: no names
+    CHECK(services[0].result == "int32");
+    CHECK(services[1].token == "SLOW");
+    CHECK(services[2].token == "FLAG");
+    CHECK(services[2].arguments == "(bool)");
+    CHECK(services[2].result == "bool");
+    // The connection goes on.
+    REQUIRE(raw.write(raw_peer::call_bytes(add{2, 3}, 12)));
+    auto g = raw.next();
+    REQUIRE(g);
+    CHECK(g->kind == wire::kind::reply);
   });
 }
 
@@ -534,7 +612,7 @@ TEST_CASE("socket_buffer_size sets the connection's socket buffers", "[net][hard
   REQUIRE(::getsockopt(pair->first.fd(), SOL_SOCKET, SO_RCVBUF, &before, &size) == 0);
   courier::net::connection_config cfg;
   cfg.socket_buffer_size = before == 8192 ? 16384 : 8192;
-  courier::net::connection c(std::move(pair->first), wire::role::initiator, cfg);
+  courier::net::detail::wire_stream c(std::move(pair->first), wire::role::initiator, cfg);
   int after = 0;
   REQUIRE(::getsockopt(c.fd(), SOL_SOCKET, SO_RCVBUF, &after, &size) == 0);
   // Linux doubles the value asked for (bookkeeping overhead).
@@ -638,11 +716,18 @@ TEST_CASE("out of descriptors, the calc server refuses with a reason, and accept
   CHECK(accepted > 10);
   CHECK(refused > 0);
   peers.clear();  // every connection closes: descriptors free up
-  std::this_thread::sleep_for(200ms);
   {
     courier::system sys;
     courier::net::node net{sys};
+    // The server frees them as it sees each close: on a loaded machine that takes a while, and
+    // until then a connection is refused with the reason (checked above), so try again.
     auto calc = net.connect<calc::api>(where);
+    const auto until = std::chrono::steady_clock::now() + 10s;
+    while (!calc && calc.err().text.find("file descriptors") != std::string::npos &&
+           std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(50ms);
+      calc = net.connect<calc::api>(where);
+    }
     INFO((calc ? std::string("connected") : calc.err().describe()));
     REQUIRE(calc);
     auto sum = calc->ask(calc::add{2, 3}, 5s);
@@ -715,10 +800,16 @@ TEST_CASE("SIGTERM with slow calls in flight: the calc server answers them befor
   courier::net::node net{sys};
   auto calc = net.connect<calc::api>(where);
   REQUIRE(calc);
+  std::vector<std::promise<courier::result<std::int32_t>>> answers(3);
   std::vector<std::future<courier::result<std::int32_t>>> calls;
-  for (std::int32_t i = 0; i < 3; ++i)
-    calls.push_back(std::async(std::launch::async, [&calc, i] { return calc->ask(calc::slow{400, i}, 5s); }));
-  std::this_thread::sleep_for(100ms);
+  for (std::int32_t i = 0; i < 3; ++i) {
+    auto* answer = &answers[static_cast<std::size_t>(i)];
+    calls.push_back(answer->get_future());
+    calc->request(calc::slow{400, i}, 5s).then([answer](std::int32_t v) { answer->set_value(v); },
+                                               [answer](const courier::error& e) { answer->set_value(e); });
+  }
+  // The answer to a call made after them says the server has read them (the stream is ordered).
+  REQUIRE(calc->ask(calc::add{1, 2}, 5s));
   REQUIRE(::kill(pid, SIGTERM) == 0);
   for (std::int32_t i = 0; i < 3; ++i) {
     auto r = calls[static_cast<std::size_t>(i)].get();
@@ -744,7 +835,7 @@ TEST_CASE("adopt without waiting for the handshake returns at once; the first ca
   cfg.handshake_timeout = 300ms;
   const auto t0 = std::chrono::steady_clock::now();
   auto ref = net.adopt<api>(std::move(pair->first), cfg);
-  CHECK(std::chrono::steady_clock::now() - t0 < 100ms);
+  CHECK(std::chrono::steady_clock::now() - t0 < 250ms);  // a wait for the handshake would take its 300 ms
   REQUIRE(ref);
   auto r = ref->ask(add{1, 2}, 5s);
   REQUIRE_FALSE(r);
@@ -856,7 +947,7 @@ TEST_CASE("a pipe server slow to exit never blocks a worker: its exit arrives th
     slowest = std::max(slowest, std::chrono::steady_clock::now() - asked);
   }
   INFO("slowest local ask: " << std::chrono::duration_cast<std::chrono::microseconds>(slowest).count() << " us");
-  CHECK(slowest < 100ms);  // a worker that waited on the child stalled it up to 200 ms
+  CHECK(slowest < 150ms);  // a worker that waited on the child stalled it for 200 ms
   auto f = failed.get_future();
   REQUIRE(f.wait_for(5s) == std::future_status::ready);
   const courier::error e = f.get();

@@ -4,7 +4,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "courier/net/reactor.hpp"
+#include "courier/net/detail/reactor.hpp"
 #include "courier/net/transport.hpp"
 #include "net_test_util.hpp"
 #include "watchdog.hpp"
@@ -19,8 +19,8 @@ void cycle(const endpoint& where, int rounds) {
   REQUIRE(l);
   endpoint target = where;
   if (where.kind == endpoint::kind_t::tcp) target.port = l->port();
-  courier::net::reactor r;  // the accepted sockets pass through a reactor, as a server's do
-  struct nothing final : courier::net::io_handler {
+  courier::net::detail::reactor r;  // the accepted sockets pass through a reactor, as a server's do
+  struct nothing final : courier::net::detail::io_handler {
     void on_io(std::uint32_t) noexcept override {}
   } h;
   const int fds_before = courier_test::open_descriptors();
@@ -63,7 +63,7 @@ TEST_CASE("leak: reactors and reactor threads") {
   const int fds_before = courier_test::open_descriptors();
   const auto threads_before = courier_test::thread_ids();
   for (int i = 0; i < 100; ++i) {
-    courier::net::reactor_thread loop;
+    courier::net::detail::reactor_thread loop;
     loop.get().wake();
   }
   CHECK(courier_test::open_descriptors() == fds_before);

@@ -149,6 +149,7 @@ class raw_peer {
  public:
   explicit raw_peer(const endpoint& where) {
     auto c = courier::net::connect(where);
+    INFO("connect: " << (c ? std::string("ok") : c.err().describe()));
     REQUIRE(c);
     sock_ = std::move(c->sock);
   }

@@ -1,4 +1,4 @@
-#include "courier/net/reactor.hpp"
+#include "courier/net/detail/reactor.hpp"
 
 #include <poll.h>
 
@@ -13,13 +13,13 @@
 #include "net_test_util.hpp"
 #include "watchdog.hpp"
 
-using courier::net::reactor;
+using courier::net::detail::reactor;
 using namespace std::chrono_literals;
 
 namespace {
 
 /// Counts its events and drains what is readable, so level-triggered readiness ends.
-struct recorder final : courier::net::io_handler {
+struct recorder final : courier::net::detail::io_handler {
   const courier::net::socket* sock = nullptr;
   int calls = 0;
   std::uint32_t last = 0;
@@ -101,6 +101,28 @@ TEST_CASE("reactor: modify switches events; remove stops them; add twice is an e
   CHECK(r.run_once(0) == 0);
   CHECK_FALSE(r.modify(p->first.fd(), EPOLLIN, &h));
   CHECK_FALSE(r.add(-1, EPOLLIN, &h));
+}
+
+TEST_CASE("reactor: modify_events takes a descriptor out and back under its registration's tag") {
+  courier_test::watchdog wd{"reactor modify_events", 20s};
+  reactor r;
+  auto p = courier::net::socket_pair();
+  REQUIRE(p);
+  recorder h;
+  h.sock = &p->second;
+  CHECK(r.registration_tag(p->second.fd()) == 0);  // not watched
+  REQUIRE(r.add(p->second.fd(), EPOLLIN | EPOLLET, &h));
+  const std::uint64_t tag = r.registration_tag(p->second.fd());
+  CHECK(tag != 0);
+  REQUIRE(r.modify_events(p->second.fd(), tag, EPOLLET));  // out: arrivals are not reported
+  send_byte(p->first);
+  CHECK(r.run_once(50) == 0);
+  CHECK(h.calls == 0);
+  REQUIRE(r.modify_events(p->second.fd(), tag, EPOLLIN | EPOLLET));  // back: what arrived is reported
+  CHECK(r.run_once(1000) == 1);
+  CHECK(h.calls == 1);
+  r.remove(p->second.fd());
+  CHECK_FALSE(r.modify_events(p->second.fd(), tag, EPOLLIN));  // no longer watched: epoll refuses
 }
 
 TEST_CASE("reactor: a handler that removes another one in the same round stops its event") {
@@ -208,7 +230,7 @@ TEST_CASE("reactor_thread: runs handlers on its own thread until stopped") {
   REQUIRE(p);
   std::atomic<int> calls{0};
   std::atomic<bool> on_loop_thread{false};
-  struct counting final : courier::net::io_handler {
+  struct counting final : courier::net::detail::io_handler {
     const courier::net::socket* sock;
     std::atomic<int>* calls;
     std::atomic<bool>* on_loop_thread;
@@ -221,7 +243,7 @@ TEST_CASE("reactor_thread: runs handlers on its own thread until stopped") {
       calls->fetch_add(1);
     }
   } h;
-  courier::net::reactor_thread loop;
+  courier::net::detail::reactor_thread loop;
   h.sock = &p->second;
   h.calls = &calls;
   h.on_loop_thread = &on_loop_thread;

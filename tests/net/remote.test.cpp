@@ -341,23 +341,31 @@ TEST_CASE("a one-way send past the peer's frame limit is a dead letter (invalid_
   dead_letter_log log;
   courier::config sys_cfg;
   sys_cfg.on_dead_letter = &dead_letter_log::hook;
-  sys_cfg.dead_letter_context = &log;
+  sys_cfg.dead_letter_user_data = &log;
   courier::system client_sys{sys_cfg};
   courier::net::node client{client_sys};
   auto ref = client.connect<api>(uds_endpoint("send-limit"), cfg);
   REQUIRE(ref);
-  auto* conn = static_cast<courier::net::client_connection<api>*>(static_cast<courier::detail::actor_base*>(ref->base()));
   const std::size_t fits = 65536 - 32 - 5;
   CHECK(ref->send(blob{std::string(fits, 'a')}));      // one-way: its reply is not asked for
   CHECK(ref->send(blob{std::string(fits + 1, 'a')}));  // taken into the mailbox; cannot be encoded
   auto after = ref->ask(add{2, 2}, 10s);  // behind both sends: they have been handled by now
   REQUIRE(after);
   CHECK(*after == 4);
-  CHECK(conn->encode_failures() == 1);
+  REQUIRE(client.counters(*ref));
+  CHECK(client.counters(*ref)->encode_failures == 1);
   CHECK(log.invalid.load() == 1);
   CHECK(log.other.load() == 0);
   CHECK(client_sys.dead_letters() == 1);
-  CHECK(conn->refused_sends() == 0);
+  CHECK(client.counters(*ref)->refused_sends == 0);
+  // Only a live connection of this node has counters: not a local actor, not another node's
+  // connection, not a connection that has ended.
+  CHECK_FALSE(client.counters(srv.target));
+  CHECK_FALSE(srv.net.counters(*ref));
+  ref->stop();
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (client.counters(*ref) && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+  CHECK_FALSE(client.counters(*ref));
 }
 
 TEST_CASE("connecting to nothing is a clear error", "[net][remote]") {

@@ -30,7 +30,7 @@ start_server() {  # name (the log is $work/<name>.err), program, args...
   return 1
 }
 
-for name in calc echo; do
+for name in calc echo services; do
   echo "== $name over pipe"
   timeout 60 "$bin/courier-$name-client" --timeout 10 @ "$bin/courier-$name-server"
 

@@ -9,10 +9,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include <catch2/catch.hpp>
 
@@ -354,4 +356,48 @@ TEST_CASE("pipe: errors") {
   const int status = std::system(command.c_str());
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 100);
+}
+
+TEST_CASE("uds: the socket file appears only once the server listens") {
+  // A client that waits for the file and connects at once must never meet a bound socket that
+  // does not listen yet (ECONNREFUSED, as if the server were gone).
+  courier_test::watchdog wd{"uds listen then appear", 30s};
+  const std::string path = courier_test::temp_socket_path("appear");
+  std::atomic<bool> done{false};
+  std::atomic<int> connected{0}, refused{0}, gone{0};
+  std::thread watcher([&] {
+    while (!done.load()) {
+      if (::access(path.c_str(), F_OK) != 0) continue;
+      const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+      sockaddr_un address{};
+      address.sun_family = AF_UNIX;
+      std::snprintf(address.sun_path, sizeof address.sun_path, "%s", path.c_str());
+      const int outcome = ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+      const int failure = errno;
+      ::close(fd);
+      if (outcome == 0 || failure == EAGAIN) {
+        connected.fetch_add(1);
+      } else if (failure == ECONNREFUSED) {
+        refused.fetch_add(1);
+      } else {
+        continue;  // ENOENT: the file went between access and connect
+      }
+      while (!done.load() && ::access(path.c_str(), F_OK) == 0) std::this_thread::yield();
+      gone.fetch_add(1);
+    }
+  });
+  for (int round = 0; round < 1000; ++round) {
+    const int before = connected.load() + refused.load();
+    {
+      auto l = courier::net::listen(uds_at(path));
+      REQUIRE(l);
+      while (connected.load() + refused.load() == before) std::this_thread::yield();
+    }
+    while (gone.load() == round) std::this_thread::yield();  // the watcher saw the file go
+  }
+  done = true;
+  watcher.join();
+  INFO(connected.load() << " connected, " << refused.load() << " refused");
+  CHECK(refused.load() == 0);
+  CHECK(connected.load() == 1000);
 }

@@ -143,9 +143,18 @@ GOOD = {
     # in the text (docs/protocol.md section 11).
     "refused_at_capacity": [("error", NULL, 0, 0, [("uint32", 260), ("string", "too many connections (limit 64)")])],
     "context_open_close": [
-        ("context_open", b"CHLD", 0, 1, [("string", "worker")]),
+        ("context_open", b"CHLD", 1, 1, [("string", "worker")]),
+        ("reply", b"CHLD", 1, 1, []),
         ("call", b"WORK", 2, 1, [("string", "job")]),
-        ("context_close", NULL, 0, 1, [])],
+        ("context_close", NULL, 3, 1, []),
+        ("reply", NULL, 3, 1, [])],
+    # Service reflection (docs/protocol.md section 15): the call, and a reply describing two services.
+    "reflection": [
+        ("call", b"$SVC", 1, 0, []),
+        ("reply", b"$SVC", 1, 0, [("list",), ("string", "ADD_"), ("uint8", 1), ("string", "(int32 a, int32 b)"),
+                                  ("string", "int32"), ("string", "a + b"), ("end",),
+                                  ("list",), ("string", "NOTE"), ("uint8", 0), ("string", "(string text)"),
+                                  ("string", "()"), ("string", ""), ("end",)])],
     "ping_pong_close": [
         ("ping", NULL, 77, 0, []),
         ("pong", NULL, 77, 0, []),
@@ -207,12 +216,41 @@ def call(txn, token=b"ADD_", items=(("int32", 1), ("int32", 2))):
 
 
 OPEN_ACC = [("!", "start"), ("<", ENGINE_HS), (">", PEER_HS), ("=", "open")]
+
+
+def with_children(hs, n):
+    """A handshake that announces n child contexts (item 9, behind a zero nonce as item 8)."""
+    return ("handshake", NULL, 0, 0, hs[4] + [("uint64", 0), ("uint32", n)])
+
+
+def open_children(n, peer_children=0):
+    """Open, with the engine accepting n children from the peer (and the peer accepting peer_children)."""
+    peer = with_children(PEER_HS, peer_children) if peer_children else PEER_HS
+    engine = with_children(ENGINE_HS, n) if n else ENGINE_HS
+    return [("max_children", n), ("!", "start"), ("<", engine), (">", peer), ("=", "open")]
+
+
+def child_open(ctx, txn, token=b"CHLD", name="worker"):
+    return ("context_open", token, txn, ctx, [("string", name)] if name else [])
+
+
+def child_close(ctx, txn):
+    return ("context_close", NULL, txn, ctx, [])
+
+
+def err_in(code, ctx, txn, token=NULL, text="*"):
+    """An ERROR with a transaction id, answering a request or call in context ctx."""
+    return ("error", token, txn, ctx, [("uint32", code), ("string", text)])
+
+
+ACCEPTED_CHILD_1 = [(">", child_open(1, 1)), ("^", "context_open ctx=1 kind=CHLD name=worker"),
+                    ("<", ("reply", b"CHLD", 1, 1, []))]
 OPEN_INI = [("!", "start"), ("<", ENGINE_HS), (">", PEER_HS), ("=", "open")]
 
 # A raw header: call ADD_ txn 3, with the given body length and kind/flags bytes.
-def raw_header(body_len, kind=3, flags=0, txn=3, token=b"ADD_"):
+def raw_header(body_len, kind=3, flags=0, txn=3, token=b"ADD_", ctx=0):
     return (b"COUR" + bytes([1, 32, kind, flags]) + struct.pack("<I", body_len) + token +
-            struct.pack("<QQ", txn, 0))
+            struct.pack("<QQ", txn, ctx))
 
 
 TRANSCRIPTS = {
@@ -260,15 +298,134 @@ TRANSCRIPTS = {
     "second_handshake_spoiled": ("a second handshake, spoiled too: still fatal unexpected_frame", "acceptor",
                                  OPEN_ACC + [
         (">", ("handshake", NULL, 0, 0, [("string", b"\xff")])), ("<", err(23)), ("=", "failed")]),
-    "context_frames": ("only context 0 is open in this revision: context_open and context_close are answered "
-                       "with 258 (transaction id 0), a call in the child context with 258 and its ids; none reaches "
-                       "the owner", "acceptor", OPEN_ACC + [
-        (">>", [("context_open", b"CHLD", 0, 1, [("string", "worker")]), ("call", b"WORK", 2, 1, [("string", "job")]),
-                ("context_close", NULL, 0, 1, [])]),
-        ("<", err(258, text="context_open: child contexts are not supported (context 1)")),
-        ("<", ("error", b"WORK", 2, 1, [("uint32", 258), ("string", "call WORK: context 1 is not open")])),
-        ("<", err(258, text="context_close: child contexts are not supported (context 1)")),
-        ("=", "open"), ("?", "calls_unanswered", 0), ("?", "unknown_context_frames", 3)]),
+    "context_none_accepted": ("a peer that announces no children (no item 9) refuses every context_open with "
+                              "274; the calls and the close behind it are for a context that is not open (258); "
+                              "none reaches the owner", "acceptor", OPEN_ACC + [
+        (">>", [child_open(1, 1), ("call", b"WORK", 2, 1, [("string", "job")]), child_close(1, 3)]),
+        ("<", err_in(274, 1, 1, b"CHLD", "context_open 1: this peer accepts no child contexts")),
+        ("<", err_in(258, 1, 2, b"WORK", "call WORK: context 1 is not open")),
+        ("<", err_in(258, 1, 3, text="context_close: context 1 is not open")),
+        ("=", "open"), ("?", "calls_unanswered", 0), ("?", "unknown_context_frames", 2),
+        ("?", "contexts_refused", 1), ("?", "children", 0)]),
+    "context_open_accepted": ("the peer opens child 1 and calls in it in the same read: the owner accepts the "
+                              "child, the reply answers the open, the call and a send reach the owner with their "
+                              "context", "acceptor", open_children(4) + [
+        (">>", [child_open(1, 1), ("call", b"WORK", 2, 1, [("string", "job")]),
+                ("send", b"LOG_", 0, 1, [("string", "x")])]),
+        ("^", "context_open ctx=1 kind=CHLD name=worker"), ("<", ("reply", b"CHLD", 1, 1, [])),
+        ("^", "call txn=2 ctx=1"), ("^", "send txn=0 ctx=1"),
+        ("?", "children", 1), ("?", "contexts_opened", 1), ("?", "calls_unanswered", 1),
+        ("!", "reply_sent 1"), ("?", "calls_unanswered", 0), ("?", "children", 1), ("?", "usable 1", 1),
+        (">", ("context_open", NULL, 3, 3, [])), ("^", "context_open ctx=3 kind=- name="),
+        ("<", ("reply", NULL, 3, 3, [])), ("?", "children", 2)]),
+    "context_open_refused": ("the owner does not serve the kind of child asked for: 256 answers the open, and "
+                             "what was sent behind it is for a context that is not open", "acceptor",
+                             [("refuse", "NOPE")] + open_children(4) + [
+        (">>", [child_open(1, 1, b"NOPE", ""), ("call", b"WORK", 2, 1, []), ("send", b"LOG_", 0, 1, []),
+                child_close(1, 3)]),
+        ("^", "context_open ctx=1 kind=NOPE name="),
+        ("<", err_in(256, 1, 1, b"NOPE", "context_open 1: no child service NOPE")),
+        ("<", err_in(258, 1, 2, b"WORK")), ("<", err(258, token=b"LOG_", text="send LOG_: context 1 is not open")),
+        ("<", err_in(258, 1, 3)),
+        ("?", "children", 0), ("?", "contexts_refused", 1), ("?", "calls_unanswered", 0), ("=", "open")]),
+    "context_open_checks": ("context_open with transaction id 0 (24), for context 0, for an id of the "
+                            "acceptor's parity, for an open child (25), with a name that is not a string (18) or "
+                            "longer than 255 bytes (270); none reaches the owner; a name of 255 bytes is accepted",
+                            "acceptor", open_children(4) + [
+        (">", child_open(1, 0)), ("<", err(24, text="context_open: transaction id 0")),
+        (">", child_open(0, 1)), ("<", err_in(25, 0, 1, b"CHLD", "context_open 0: context 0 is the parent context")),
+        (">", child_open(2, 2)), ("<", err_in(25, 2, 2, b"CHLD", "context_open 2: the initiator opens odd ids")),
+        (">", child_open(1, 3)), ("^", "context_open ctx=1 kind=CHLD name=worker"),
+        ("<", ("reply", b"CHLD", 3, 1, [])),
+        (">", child_open(1, 4)), ("<", err_in(25, 1, 4, b"CHLD", "context_open 1: already open")),
+        (">", ("context_open", b"CHLD", 5, 3, [("int32", 7)])),
+        ("<", err_in(18, 3, 5, b"CHLD", "context_open 3: the name must be a string")),
+        (">", ("context_open", b"CHLD", 6, 3, [("string", "n" * 256)])),
+        ("<", err_in(270, 3, 6, b"CHLD", "context_open 3: a name longer than 255 bytes")),
+        (">", ("context_open", b"CHLD", 7, 3, [("string", "n" * 255)])),
+        ("^", "context_open ctx=3 kind=CHLD name=" + "n" * 255), ("<", ("reply", b"CHLD", 7, 3, [])),
+        ("?", "children", 2), ("?", "contexts_refused", 5), ("=", "open")]),
+    "context_limit": ("at the limit (1) a further open gets 274; once the child's close is complete, the "
+                      "next open is accepted", "acceptor", open_children(1) + ACCEPTED_CHILD_1 + [
+        (">", child_open(3, 2)),
+        ("<", err_in(274, 3, 2, b"CHLD", "context_open 3: this peer's limit of open child contexts (1) is reached")),
+        (">", child_close(1, 3)), ("^", "context_closing ctx=1"), ("<", ("reply", NULL, 3, 1, [])),
+        ("^", "context_ended ctx=1"), ("?", "children", 0),
+        (">", child_open(3, 4)), ("^", "context_open ctx=3 kind=CHLD name=worker"),
+        ("<", ("reply", b"CHLD", 4, 3, [])), ("?", "children", 1)]),
+    "context_close_by_peer": ("the peer closes child 1 with a call in it unanswered: a call behind the close is "
+                              "for a context that is not open, the close is answered after the last call, then "
+                              "the child has ended", "acceptor", open_children(4) + ACCEPTED_CHILD_1 + [
+        (">>", [("call", b"WORK", 2, 1, []), child_close(1, 3)]),
+        ("^", "call txn=2 ctx=1"), ("^", "context_closing ctx=1"), ("?", "calls_unanswered", 2),
+        ("?", "usable 1", 0),
+        (">", ("call", b"WORK", 4, 1, [])), ("<", err_in(258, 1, 4, b"WORK", "call WORK: context 1 is not open")),
+        ("!", "reply_sent 1"), ("<", ("reply", NULL, 3, 1, [])), ("^", "context_ended ctx=1"),
+        ("?", "calls_unanswered", 0), ("?", "children", 0), ("=", "open")]),
+    "context_open_by_us": ("we open child 1 at a peer that accepts children and call in it; the peer calls in "
+                           "it too; we close it: a call crossing our close gets 260, and the child ends once our "
+                           "close is answered and the peer's call answered", "initiator", open_children(0, 2) + [
+        ("?", "agreed_max_child_contexts", 2),
+        ("!", "open_context 5 CHLD worker"), ("^", "opened ctx=1"), ("<", child_open(1, 5)),
+        ("?", "calls_outstanding", 1), ("?", "usable 1", 1),
+        (">", ("reply", b"CHLD", 5, 1, [])), ("^", "reply txn=5 ctx=1"), ("?", "calls_outstanding", 0),
+        (">", ("call", b"ADD_", 7, 1, [])), ("^", "call txn=7 ctx=1"),
+        ("!", "close_context 1 9"), ("^", "close_context true"), ("<", child_close(1, 9)), ("?", "usable 1", 0),
+        (">", ("call", b"ADD_", 8, 1, [])), ("<", err_in(260, 1, 8, b"ADD_", "call ADD_: context 1 is closing")),
+        (">", ("reply", NULL, 9, 1, [])), ("^", "reply txn=9 ctx=1"), ("?", "children", 1),
+        ("!", "reply_sent 1"), ("^", "context_ended ctx=1"), ("?", "children", 0)]),
+    "context_open_past_peer_limit": ("the peer accepts one child: a second open_context writes nothing and "
+                                     "returns 0; so does one at a peer that announced none", "initiator",
+                                     open_children(0, 1) + [
+        ("!", "open_context 1 - "), ("^", "opened ctx=1"), ("<", ("context_open", NULL, 1, 1, [])),
+        ("!", "open_context 2 - "), ("^", "opened ctx=0"),
+        ("!", "close_context 3 3"), ("^", "close_context false")]),
+    "context_open_spoiled": ("a context_open whose name is not UTF-8: answered with 13 and its ids, like a "
+                             "spoiled call; the child is not open", "acceptor", open_children(4) + [
+        (">", ("context_open", b"CHLD", 4, 1, [("string", b"\xc0\xaf")])),
+        ("<", err_in(13, 1, 4, b"CHLD")), ("?", "children", 0), ("?", "contexts_refused", 1), ("=", "open")]),
+    "context_answer_spoiled": ("spoiled answers to our open and to our close are taken as replies: the child "
+                               "stays open, then the close is complete", "initiator", open_children(0, 2) + [
+        ("!", "open_context 5 CHLD worker"), ("^", "opened ctx=1"), ("<", child_open(1, 5)),
+        ("raw>", raw_header(1, kind=4, txn=5, token=b"CHLD", ctx=1) + bytes([0x0f])), ("<", err(17)),
+        ("^", "bad_reply txn=5 17"), ("?", "usable 1", 1), ("?", "calls_outstanding", 0),
+        ("!", "close_context 1 6"), ("^", "close_context true"), ("<", child_close(1, 6)),
+        ("raw>", raw_header(1, kind=4, txn=6, token=NULL, ctx=1) + bytes([0x0f])), ("<", err(17)),
+        ("^", "bad_reply txn=6 17"), ("^", "context_ended ctx=1"), ("?", "children", 0)]),
+    "context_close_simultaneous": ("both close child 1 at once: each answers the other's close, and the child "
+                                   "ends when our close is answered", "acceptor", open_children(4) + ACCEPTED_CHILD_1 + [
+        ("!", "close_context 1 6"), ("^", "close_context true"), ("<", child_close(1, 6)),
+        (">", child_close(1, 3)), ("^", "context_closing ctx=1"), ("<", ("reply", NULL, 3, 1, [])),
+        ("?", "children", 1),
+        (">", ("reply", NULL, 6, 1, [])), ("^", "reply txn=6 ctx=1"), ("^", "context_ended ctx=1"),
+        ("?", "children", 0)]),
+    "context_close_checks": ("context_close with transaction id 0 (24), for context 0 (25), for a child not "
+                             "open and for one whose close already arrived (258)", "acceptor",
+                             open_children(4) + ACCEPTED_CHILD_1 + [
+        (">", child_close(1, 0)), ("<", err(24, text="context_close: transaction id 0")),
+        (">", child_close(0, 2)), ("<", err_in(25, 0, 2, text="context_close 0: the parent context ends with close")),
+        (">", child_close(7, 3)), ("<", err_in(258, 7, 3, text="context_close: context 7 is not open")),
+        (">", ("call", b"WORK", 4, 1, [])), ("^", "call txn=4 ctx=1"),
+        (">", child_close(1, 5)), ("^", "context_closing ctx=1"),
+        (">", child_close(1, 6)), ("<", err_in(258, 1, 6, text="context_close: context 1 is not open")),
+        ("!", "reply_sent 1"), ("<", ("reply", NULL, 5, 1, [])), ("^", "context_ended ctx=1"), ("=", "open")]),
+    "context_after_close": ("after the peer's close, a context_open and a context_close are refused with 260; "
+                            "our close waits for the call unanswered in the child", "acceptor",
+                            open_children(4) + ACCEPTED_CHILD_1 + [
+        (">", ("call", b"WORK", 2, 1, [])), ("^", "call txn=2 ctx=1"),
+        (">", ("close", NULL, 0, 0, [])), ("=", "open"),
+        (">", child_open(3, 4)), ("<", err_in(260, 3, 4, b"CHLD", "context_open 3: the connection is closing")),
+        (">", child_close(1, 5)), ("<", err_in(260, 1, 5, text="context_close 1: the connection is closing")),
+        ("!", "reply_sent 1"), ("<", ("close", NULL, 0, 0, [])), ("=", "closed")]),
+    "handshake_children": ("item 9 behind a zero nonce announces the peer's limit of children; one of another "
+                           "type is ignored", "acceptor", [
+        ("!", "start"), ("<", ENGINE_HS), (">", with_children(PEER_HS, 16)), ("=", "open"),
+        ("?", "agreed_max_child_contexts", 16)]),
+    "handshake_children_wrong_type": ("a ninth item that is not uint32 is ignored: the peer accepts no children",
+                                      "acceptor", [
+        ("!", "start"), ("<", ENGINE_HS),
+        (">", ("handshake", NULL, 0, 0, PEER_HS[4] + [("uint64", 0), ("string", "16")])), ("=", "open"),
+        ("?", "agreed_max_child_contexts", 0)]),
     "call_unknown_context": ("a call and a send for a context that is not open: 258 no_such_context, the call's "
                              "with its transaction id, token and context id, the send's with transaction id 0; "
                              "neither reaches the owner, and the connection goes on", "acceptor", OPEN_ACC + [
@@ -281,8 +438,8 @@ TRANSCRIPTS = {
     "reply_in_child_context": ("replies and errors answer our calls: handed to the owner whatever their context "
                                "id", "initiator", OPEN_INI + [
         ("!", "call_sent"), ("!", "call_sent"),
-        (">", ("reply", b"GET_", 3, 9, [("int64", 15)])), ("^", "reply txn=3"),
-        (">", ("error", b"GET_", 4, 9, [("uint32", 256), ("string", "no service GET_")])), ("^", "error txn=4"),
+        (">", ("reply", b"GET_", 3, 9, [("int64", 15)])), ("^", "reply txn=3 ctx=9"),
+        (">", ("error", b"GET_", 4, 9, [("uint32", 256), ("string", "no service GET_")])), ("^", "error txn=4 ctx=9"),
         ("?", "calls_outstanding", 0)]),
     "peer_no_such_context": ("the peer answers a send of ours with 258 and transaction id 0: a report about one "
                              "frame, not the end of the connection", "initiator", OPEN_INI + [
@@ -457,6 +614,10 @@ def write_transcripts():
                 lines.append("? %s %d" % (st[1], st[2]))
             elif op == "nonce":
                 lines.append("nonce %d" % st[1])
+            elif op == "max_children":
+                lines.append("max_children %d" % st[1])
+            elif op == "refuse":
+                lines.append("refuse " + st[1])
             else:
                 raise ValueError(op)
         with open(os.path.join(tdir, name + ".txt"), "w") as out:

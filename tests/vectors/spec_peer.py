@@ -32,11 +32,14 @@ ERRC = {2: "truncated", 3: "bad_magic", 4: "unsupported_version", 5: "bad_header
         10: "unknown_type_tag", 11: "length_past_end", 12: "invalid_bool", 13: "invalid_utf8",
         14: "nesting_too_deep", 15: "too_many_items", 16: "unterminated_list",
         17: "unbalanced_list_end", 18: "type_mismatch", 19: "no_more_items", 20: "trailing_items",
-        21: "token_mismatch", 22: "bad_handshake", 23: "unexpected_frame", 24: "bad_transaction_id"}
+        21: "token_mismatch", 22: "bad_handshake", 23: "unexpected_frame", 24: "bad_transaction_id",
+        25: "bad_context_id"}
 CODE = {name: code for code, name in ERRC.items()}
 FATAL = {2, 3, 4, 5, 9, 22, 23}
-NONFATAL_PROTOCOL = {6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 24}
-NO_SUCH_CONTEXT, REQUEST_TIMEOUT, SYSTEM_SHUTDOWN, CONNECTION_LOST, PROTOCOL_ERROR = 258, 259, 260, 272, 273
+NONFATAL_PROTOCOL = {6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 24, 25}
+NO_SUCH_SERVICE, NO_SUCH_CONTEXT, REQUEST_TIMEOUT, SYSTEM_SHUTDOWN = 256, 258, 259, 260
+CONNECTION_LOST, PROTOCOL_ERROR, TOO_MANY_CONTEXTS = 272, 273, 274
+ZERO_TOKEN = b"\0\0\0\0"
 
 DEFAULT_MAX_FRAME = 16 * 1024 * 1024
 DEFAULT_MAX_ITEMS = 1 << 20
@@ -188,13 +191,38 @@ def typed(items, types):
 
 
 # ---------------------------------------------------------------------------------------------------
-# The session (sections 8, 9, 11, 12, 13), sans I/O
+# The session (sections 6, 8, 9, 11, 12, 13), sans I/O
+
+class Child:
+    """A child context as this end sees it (section 6), from its open until its close is complete."""
+
+    def __init__(self, cid, mine):
+        self.id = cid
+        self.mine = mine              # we opened it (it counts against the peer's limit, not ours)
+        self.unanswered = 0           # calls received in it that the owner has not answered yet
+        self.our_close_txn = None     # our context_close, once sent
+        self.our_close_answered = False
+        self.peer_close_txn = None    # the peer's context_close, once arrived
+        self.peer_close_token = ZERO_TOKEN
+        self.peer_close_answered = False
+
+    def closing(self):
+        return self.our_close_txn is not None or self.peer_close_txn is not None
+
+
+def tag_ctx(ctx):
+    return " ctx=%d" % ctx if ctx else ""
+
+
+def kind_text(token):
+    return "-" if token == ZERO_TOKEN else token.decode("latin-1")
+
 
 class Session:
     """One end of a connection. Feed it bytes (`receive`), time (`tick`), end of stream (`eof`) and
-    owner actions (`close`, `call_sent`, `reply_sent`); it appends the frames it writes to
-    `self.written` and the application frames it hands over to `self.handed` as (kind, txn) or
-    ("bad_reply", txn, code)."""
+    owner actions (`close`, `call_sent`, `reply_sent`, `open_context`, `close_context`); it appends
+    the frames it writes to `self.written` and what its owner observes to `self.handed`, as the text
+    of the transcripts' `^` lines (`call txn=2 ctx=1`, `context_open ctx=1 kind=CHLD name=worker`...)."""
 
     def __init__(self, role, name="engine", max_frame=DEFAULT_MAX_FRAME, max_items=DEFAULT_MAX_ITEMS,
                  max_depth=DEFAULT_MAX_DEPTH, handshake_timeout=10000, ping_interval=10000,
@@ -202,6 +230,8 @@ class Session:
         self.role = role
         self.name = name
         self.nonce = 0  # section 8, item 8: 0 = none (not sent)
+        self.max_children = 0  # section 6 / 8 item 9: children the peer may open at once; 0 = not sent
+        self.refused_kinds = set()  # the owner serves no child of these kinds (tokens)
         self.max_frame, self.max_items, self.max_depth = max_frame, max_items, max_depth
         self.handshake_timeout = handshake_timeout
         self.ping_interval = ping_interval
@@ -223,20 +253,47 @@ class Session:
         self.agreed_max_frame_size = 0
         self.agreed_max_items = 0
         self.agreed_max_depth = 0
-        self.calls_unanswered = 0
-        self.calls_outstanding = 0
+        self.agreed_max_child_contexts = 0
+        self.calls_unanswered = 0   # calls (any context) and the peer's context_close requests unanswered
+        self.calls_outstanding = 0  # our calls and our context requests not answered yet
         self.dropped_sends = 0
         self.refused_calls = 0
         self.spoiled_frames = 0
         self.unknown_context_frames = 0
+        # section 6: children, by id, until their close is complete here (or our open is refused)
+        self.kids = {}
+        self.requests = {}  # our context requests awaiting their answer: txn -> ("open" | "close", ctx)
+        self.next_child_id = 1 if role == "initiator" else 2  # section 6, ids by parity
+        self.contexts_opened = 0   # children the peer opened that were accepted
+        self.contexts_refused = 0  # context_open requests of the peer answered with an error
+
+    # -- observables -------------------------------------------------------------------------------
+    @property
+    def children(self):
+        return len(self.kids)
+
+    def usable(self, ctx):
+        """Whether calls and sends may go out in context `ctx` now."""
+        if not self._open_for_calls():
+            return False
+        if ctx == 0:
+            return True
+        c = self.kids.get(ctx)
+        return c is not None and not c.closing()
+
+    def _open_for_calls(self):
+        # section 11: no new call, send or request once we sent close or received the peer's
+        return self.state == "open" and not self.sent_close and not self.peer_closing
 
     # -- owner side ----------------------------------------------------------------------------------
     def start(self):
         body = (enc_item(T_U8, 1) + enc_item(T_U8, 1) + enc_item(T_U64, 0)
                 + enc_item(T_U32, self.max_frame) + enc_item(T_STR, self.name)
                 + enc_item(T_U32, self.max_items) + enc_item(T_U32, self.max_depth))
-        if self.nonce:
-            body += enc_item(T_U64, self.nonce)
+        if self.nonce or self.max_children:
+            body += enc_item(T_U64, self.nonce)  # item 9 is read only behind a uint64 item 8
+        if self.max_children:
+            body += enc_item(T_U32, self.max_children)
         self.written.append(frame(HANDSHAKE, body))
 
     def close(self, reason=None):
@@ -248,10 +305,45 @@ class Session:
     def call_sent(self):
         self.calls_outstanding += 1
 
-    def reply_sent(self):
+    def reply_sent(self, ctx=0):
+        c = self.kids.get(ctx) if ctx else None
+        if c is not None and c.unanswered > 0:
+            c.unanswered -= 1
         if self.calls_unanswered > 0:
             self.calls_unanswered -= 1
+        if c is not None:
+            self._child_progress(c)
         self._after_answer()
+
+    def open_context(self, txn, token, name=b""):
+        """Section 6: open a child; returns its id, or 0 when none may be opened now (nothing sent)."""
+        mine = sum(1 for c in self.kids.values() if c.mine)
+        if not self._open_for_calls() or mine >= self.agreed_max_child_contexts or txn == 0:
+            self.handed.append("opened ctx=0")
+            return 0
+        cid = self.next_child_id
+        self.next_child_id += 2
+        body = enc_item(T_STR, name) if name else b""
+        self.written.append(frame(CONTEXT_OPEN, body, token, txn, cid))
+        self.kids[cid] = Child(cid, mine=True)
+        self.requests[txn] = ("open", cid)
+        self.calls_outstanding += 1
+        self.handed.append("opened ctx=%d" % cid)
+        return cid
+
+    def close_context(self, cid, txn):
+        """Section 6: close child `cid` in order; False when it is not open here, already closed by
+        us or being closed by the peer (nothing sent)."""
+        c = self.kids.get(cid)
+        if c is None or c.closing() or not self._open_for_calls() or txn == 0:
+            self.handed.append("close_context false")
+            return False
+        self.written.append(frame(CONTEXT_CLOSE, b"", ZERO_TOKEN, txn, cid))
+        c.our_close_txn = txn
+        self.requests[txn] = ("close", cid)
+        self.calls_outstanding += 1
+        self.handed.append("close_context true")
+        return True
 
     def eof(self):
         if self.state in ("closed", "failed"):
@@ -328,7 +420,7 @@ class Session:
 
     def _frame(self, hdr, raw):
         body = raw[HEADER:]
-        kind = hdr["kind"]
+        kind, txn, ctx, token = hdr["kind"], hdr["txn"], hdr["ctx"], hdr["token"]
         if self.state == "handshaking":
             self._first_frame(hdr, body)
             return
@@ -338,42 +430,60 @@ class Session:
             return
         try:
             items = check_frame(hdr, body, self.max_items, self.max_depth)
-            if kind == CALL and hdr["txn"] == 0:
-                raise ProtocolError(24)
-            if kind == ERROR and hdr["txn"] == 0:
+            # state checks last (section 9): a call or a context request with transaction id 0
+            if kind in (CALL, CONTEXT_OPEN, CONTEXT_CLOSE) and txn == 0:
+                raise ProtocolError(24, "%s: transaction id 0" % KINDS[kind])
+            if kind == ERROR and txn == 0:
                 code, text = typed(items, [T_U32, T_STR])
         except ProtocolError as e:
             self._spoiled(hdr, e)
             return
-        # section 6: only context 0 is open in this revision
-        if kind in (CALL, SEND) and hdr["ctx"] != 0 or kind in (CONTEXT_OPEN, CONTEXT_CLOSE):
-            self.unknown_context_frames += 1
-            if kind == CALL:
-                self.written.append(error_frame(NO_SUCH_CONTEXT, "context %d is not open" % hdr["ctx"],
-                                                hdr["token"], hdr["txn"], hdr["ctx"]))
-            else:
-                token = hdr["token"] if kind == SEND else b"\0\0\0\0"
-                self.written.append(error_frame(NO_SUCH_CONTEXT, "context %d is not open" % hdr["ctx"], token))
+        if kind == CONTEXT_OPEN:
+            self._context_open(hdr, items)
             return
+        if kind == CONTEXT_CLOSE:
+            self._context_close(hdr)
+            return
+        if kind in (CALL, SEND) and ctx != 0:
+            c = self.kids.get(ctx)
+            # section 6: a child that is not open, or whose context_close arrived, is not open
+            if c is None or c.peer_close_txn is not None:
+                self.unknown_context_frames += 1
+                what = "%s %s" % (KINDS[kind], token.decode("latin-1"))
+                if kind == CALL:
+                    self.written.append(error_frame(NO_SUCH_CONTEXT, "%s: context %d is not open" % (what, ctx),
+                                                    token, txn, ctx))
+                else:
+                    self.written.append(error_frame(NO_SUCH_CONTEXT, "%s: context %d is not open" % (what, ctx),
+                                                    token))
+                return
+            # section 6: behind our context_close, a call is refused with 260 and a send dropped
+            if c.our_close_txn is not None:
+                if kind == CALL:
+                    self.refused_calls += 1
+                    self.written.append(error_frame(SYSTEM_SHUTDOWN, "call %s: context %d is closing"
+                                                    % (token.decode("latin-1"), ctx), token, txn, ctx))
+                else:
+                    self.dropped_sends += 1
+                return
         if kind == SEND:
             if self.sent_close or self.peer_closing:
                 self.dropped_sends += 1
                 return
-            self.handed.append(("send", hdr["txn"]))
+            self.handed.append("send txn=%d%s" % (txn, tag_ctx(ctx)))
         elif kind == CALL:
             if self.sent_close or self.peer_closing:
                 self.refused_calls += 1
                 self.written.append(error_frame(SYSTEM_SHUTDOWN, "%s: the connection is closing"
-                                                % hdr["token"].decode("latin-1"),
-                                                hdr["token"], hdr["txn"], hdr["ctx"]))
+                                                % token.decode("latin-1"), token, txn, ctx))
                 return
             self.calls_unanswered += 1
-            self.handed.append(("call", hdr["txn"]))
-        elif kind in (REPLY, ERROR) and hdr["txn"] != 0:
-            self.handed.append((KINDS[kind], hdr["txn"]))
-            if self.calls_outstanding > 0:
-                self.calls_outstanding -= 1
-            self._maybe_closed()
+            if ctx:
+                self.kids[ctx].unanswered += 1
+            self.handed.append("call txn=%d%s" % (txn, tag_ctx(ctx)))
+        elif kind in (REPLY, ERROR) and txn != 0:
+            self.handed.append("%s txn=%d%s" % (KINDS[kind], txn, tag_ctx(ctx)))
+            self._answered(txn, refused=(kind == ERROR))
         elif kind == ERROR:  # transaction id 0: about the connection (section 9)
             if code in NONFATAL_PROTOCOL or code == NO_SUCH_CONTEXT:
                 return  # information about a spoiled frame of ours; never answered
@@ -388,19 +498,119 @@ class Session:
             self.peer_closing = True
             self._after_answer()
 
+    def _answered(self, txn, refused):
+        """A reply or error (or a spoiled one) for one of our calls or requests arrived."""
+        if self.calls_outstanding > 0:
+            self.calls_outstanding -= 1
+        req = self.requests.pop(txn, None)
+        if req is not None:
+            what, cid = req
+            c = self.kids.get(cid)
+            if c is not None and c.mine and what == "open" and refused:
+                self._end_child(c)  # a refused child was never open (section 6)
+            elif c is not None and what == "close" and c.our_close_txn == txn:
+                c.our_close_answered = True
+                self._child_progress(c)
+        self._maybe_closed()
+
+    # -- child contexts (section 6) ------------------------------------------------------------------
+    def _context_open(self, hdr, items):
+        txn, cid, token = hdr["txn"], hdr["ctx"], hdr["token"]
+        own_parity = 1 if self.role == "initiator" else 0
+
+        def refuse(code, text):
+            self.contexts_refused += 1
+            self.written.append(error_frame(code, "context_open %d: %s" % (cid, text), token, txn, cid))
+
+        # the body: empty or one string, the child's name (section 6)
+        if items and items[0][0] != T_STR:
+            refuse(18, "the name must be a string")
+            return
+        if len(items) > 1:
+            refuse(20, "the body holds more than the name")
+            return
+        name = items[0][1] if items else b""
+        if len(name) > 255:
+            refuse(270, "a name longer than 255 bytes")
+            return
+        if cid == 0:
+            refuse(25, "context 0 is the parent context")
+        elif cid % 2 == own_parity:
+            refuse(25, "the %s opens %s ids" % ("initiator" if own_parity == 0 else "acceptor",
+                                                "odd" if own_parity == 0 else "even"))
+        elif cid in self.kids:
+            refuse(25, "already open")
+        elif self.sent_close or self.peer_closing:
+            refuse(SYSTEM_SHUTDOWN, "the connection is closing")
+        elif sum(1 for c in self.kids.values() if not c.mine) + 1 > self.max_children:
+            refuse(TOO_MANY_CONTEXTS, "this peer's limit of open child contexts (%d) is reached" % self.max_children)
+        else:
+            # the owner decides whether it serves this kind of child
+            self.handed.append("context_open ctx=%d kind=%s name=%s"
+                               % (cid, kind_text(token), name.decode("utf-8")))
+            if token in self.refused_kinds:
+                refuse(NO_SUCH_SERVICE, "no child service %s" % kind_text(token))
+                return
+            self.kids[cid] = Child(cid, mine=False)
+            self.contexts_opened += 1
+            self.written.append(frame(REPLY, b"", token, txn, cid))
+
+    def _context_close(self, hdr):
+        txn, cid, token = hdr["txn"], hdr["ctx"], hdr["token"]
+        c = self.kids.get(cid)
+        if cid == 0:
+            self.written.append(error_frame(25, "context_close 0: the parent context ends with close",
+                                            token, txn, cid))
+        elif c is None or c.peer_close_txn is not None:
+            self.unknown_context_frames += 1
+            self.written.append(error_frame(NO_SUCH_CONTEXT, "context_close: context %d is not open" % cid,
+                                            token, txn, cid))
+        elif self.sent_close or self.peer_closing:
+            self.written.append(error_frame(SYSTEM_SHUTDOWN, "context_close %d: the connection is closing" % cid,
+                                            token, txn, cid))
+        else:
+            c.peer_close_txn, c.peer_close_token = txn, token
+            self.calls_unanswered += 1  # answered once every call received in the child is
+            self.handed.append("context_closing ctx=%d" % cid)
+            self._child_progress(c)
+
+    def _child_progress(self, c):
+        """Answer the peer's context_close once every call in the child is answered; end the child
+        once its close is complete here (section 6)."""
+        if c.unanswered:
+            return
+        if c.peer_close_txn is not None and not c.peer_close_answered:
+            self.written.append(frame(REPLY, b"", c.peer_close_token, c.peer_close_txn, c.id))
+            c.peer_close_answered = True
+            if self.calls_unanswered > 0:
+                self.calls_unanswered -= 1
+        if not c.closing():
+            return
+        if c.our_close_txn is not None and not c.our_close_answered:
+            return
+        self._end_child(c)
+
+    def _end_child(self, c):
+        del self.kids[c.id]
+        self.handed.append("context_ended ctx=%d" % c.id)
+
     def _spoiled(self, hdr, e):
         self.spoiled_frames += 1
-        kind, txn = hdr["kind"], hdr["txn"]
-        if kind == CALL and txn != 0:
-            self.written.append(error_frame(e.code, e.text or ERRC[e.code], hdr["token"], txn, hdr["ctx"]))
+        kind, txn, ctx, token = hdr["kind"], hdr["txn"], hdr["ctx"], hdr["token"]
+        text = e.text or ERRC[e.code]
+        if kind in (CALL, CONTEXT_OPEN, CONTEXT_CLOSE) and txn != 0:
+            # a call is answered with its ids (section 9); a context request is answered like a call
+            # (section 6: exactly one reply or error with its transaction id, token and context id)
+            if kind == CONTEXT_OPEN:
+                self.contexts_refused += 1
+            self.written.append(error_frame(e.code, text, token, txn, ctx))
             return
-        token = hdr["token"] if kind in (SEND, CALL) else b"\0\0\0\0"
-        self.written.append(error_frame(e.code, e.text or ERRC[e.code], token, 0, 0))
+        self.written.append(error_frame(e.code, text, token if kind in (SEND, CALL) else ZERO_TOKEN, 0, 0))
         if kind in (REPLY, ERROR) and txn != 0:
-            self.handed.append(("bad_reply", txn, e.code))
-            if self.calls_outstanding > 0:
-                self.calls_outstanding -= 1
-            self._maybe_closed()
+            self.handed.append("bad_reply txn=%d %d" % (txn, e.code))  # the owner is told the id and the fault
+            # the answer is lost: the call completes with 273; a context request's answer is taken
+            # as a reply (section 6, "Answers to requests")
+            self._answered(txn, refused=False)
 
     def _first_frame(self, hdr, body):
         try:
@@ -436,10 +646,13 @@ class Session:
             self._fatal(22, "bad version range %d..%d" % (lo, hi))
             return
         # item 8, the nonce, when it is a uint64 (an eighth item of another type is ignored)
-        nonce = vals[7] if len(items) > 7 and tags[7] == T_U64 else 0
+        item8 = len(items) > 7 and tags[7] == T_U64
+        nonce = vals[7] if item8 else 0
         if nonce and nonce == self.nonce:
             self._fatal(22, "our own handshake, reflected")
             return
+        # item 9, the peer's limit of our children: a uint32 read only behind a uint64 item 8
+        mchildren = vals[8] if item8 and len(items) > 8 and tags[8] == T_U32 else 0
         if mframe < MIN_MAX_FRAME or mitems < MIN_MAX_ITEMS or mdepth < MIN_MAX_DEPTH:
             self._fatal(22, "limits below the minimums")
             return
@@ -451,6 +664,7 @@ class Session:
             return
         self.version = version
         self.agreed_max_frame_size, self.agreed_max_items, self.agreed_max_depth = mframe, mitems, mdepth
+        self.agreed_max_child_contexts = mchildren
         self.state = "open"
         self.last_rx = self.now
         self.last_ping = self.now
@@ -469,6 +683,7 @@ class Session:
         self._maybe_closed()
 
     def _maybe_closed(self):
+        # the connection's close waits for every call and request in every context (section 6)
         if (self.state == "closing" and self.sent_close and self.peer_closing
                 and self.calls_unanswered == 0 and self.calls_outstanding == 0):
             self.state = "closed"
@@ -697,6 +912,16 @@ def parse_hex(s):
     return bytes.fromhex("".join(s.split("#", 1)[0].split()))
 
 
+def parse_kind(text):
+    """A child's kind in a transcript: four characters, or `-` for the zero token."""
+    if text == "-":
+        return ZERO_TOKEN
+    kind = unquote(text)
+    if len(kind) != 4:
+        raise Mismatch("a kind has four bytes (or is -): %r" % text)
+    return kind
+
+
 def frames_equal(expected, actual):
     """A written frame matches: bytes exact, except that an `error` frame's text is never compared.
     Texts are informative (section 9): a transcript's texts are the C++ engine's, which only the C++
@@ -737,12 +962,18 @@ def replay(path, bytewise=False):
             raise Mismatch("line %d: the peer wrote a frame the transcript does not list:\n%s"
                            % (n, indent(print_frame(sess.written[w]))))
         if h < len(sess.handed):
-            raise Mismatch("line %d: the peer handed over %r, not listed" % (n, sess.handed[h]))
+            raise Mismatch("line %d: the owner observed '%s', not listed" % (n, sess.handed[h]))
 
     for n, s in lines[1:]:
         op, _, rest = s.partition(" ")
         if op == "nonce":
             sess.nonce = int(rest)
+            continue
+        if op == "max_children":
+            sess.max_children = int(rest)
+            continue
+        if op == "refuse":
+            sess.refused_kinds.add(parse_kind(rest.strip()))
             continue
         if op in (">", "!"):
             drained(n)
@@ -764,28 +995,29 @@ def replay(path, bytewise=False):
                                % (n, indent(print_frame(exp), 4), indent(print_frame(act), 4)))
             w += 1
         elif op == "^":
-            parts = rest.split()
-            if parts[0] == "bad_reply":
-                exp = ("bad_reply", int(parts[1].split("=")[1]), int(parts[2]))
-            else:
-                exp = (parts[0], int(parts[1].split("=")[1]))
+            exp = " ".join(rest.split())
             if h >= len(sess.handed):
-                raise Mismatch("line %d: expected hand-over %r, the peer handed nothing" % (n, exp))
+                raise Mismatch("line %d: expected the owner to observe '%s', it observed nothing" % (n, exp))
             if sess.handed[h] != exp:
-                raise Mismatch("line %d: expected hand-over %r, the peer handed %r" % (n, exp, sess.handed[h]))
+                raise Mismatch("line %d: expected the owner to observe '%s', it observed '%s'"
+                               % (n, exp, sess.handed[h]))
             h += 1
         elif op == "=":
             if sess.state != rest.strip():
                 raise Mismatch("line %d: state: transcript %s, peer %s" % (n, rest.strip(), sess.state))
         elif op == "?":
-            name, val = rest.split()
+            name, *args, val = rest.split()
             got = getattr(sess, name)
+            if args:  # an observable with an argument: `? usable <ctx> <0|1>`
+                got = got(*(int(a) for a in args))
+                name = " ".join([name] + args)
             got = int(got) if isinstance(got, bool) else got
             if got != int(val):
                 raise Mismatch("line %d: %s: transcript %s, peer %s" % (n, name, val, got))
         elif op == "!":
             args = rest.split(" ", 1)
             cmd = args[0]
+            words = rest.split()
             if cmd == "start":
                 sess.start()
             elif cmd == "tick":
@@ -795,7 +1027,12 @@ def replay(path, bytewise=False):
             elif cmd == "call_sent":
                 sess.call_sent()
             elif cmd == "reply_sent":
-                sess.reply_sent()
+                sess.reply_sent(int(words[1]) if len(words) > 1 else 0)
+            elif cmd == "open_context":
+                name = " ".join(words[3:]).encode()
+                sess.open_context(int(words[1]), parse_kind(words[2]), name)
+            elif cmd == "close_context":
+                sess.close_context(int(words[1]), int(words[2]))
             elif cmd == "eof":
                 sess.eof()
             else:

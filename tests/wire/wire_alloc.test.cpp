@@ -84,20 +84,20 @@ TEST_CASE("alloc: decoding, whole or split across chunks, allocates nothing once
   CHECK(sum != 0);
 }
 
-TEST_CASE("alloc: a session in steady state allocates nothing per frame (calls, replies, pings, split reads)") {
+TEST_CASE("alloc: a engine in steady state allocates nothing per frame (calls, replies, pings, split reads)") {
   struct sink {
     std::uint64_t n = 0;
     void on_frame(const w::frame_view& f) { n += f.transaction_id(); }
   };
-  w::session_config cfg;
+  w::engine_config cfg;
   cfg.local.peer_name = "alloc";
-  w::session s(w::role::acceptor, cfg);
+  w::engine s(w::role::acceptor, cfg);
   w::out_buffer out, in;
   sink h;
   s.start(out);
   REQUIRE(w::encode_handshake(in, w::handshake_info{}).has_value());
   s.feed(in.view(), out, h);
-  REQUIRE(s.state() == w::session_state::open);
+  REQUIRE(s.state() == w::engine_state::open);
 
   // One batch: 100 calls, 100 replies, 10 pings, fed in chunks of 7 bytes (frames split across reads).
   in.clear();
@@ -122,7 +122,7 @@ TEST_CASE("alloc: a session in steady state allocates nothing per frame (calls, 
   const long before = static_cast<long>(counting_allocator::allocation_count());
   for (int round = 0; round < 10; ++round) batch();
   CHECK(static_cast<long>(counting_allocator::allocation_count()) - before == 0);
-  CHECK(s.state() == w::session_state::open);
+  CHECK(s.state() == w::engine_state::open);
   CHECK(s.counters().frames_in == 1 + 11 * 210);
   CHECK(out.size() == 10 * 32);  // the ten pongs of the last batch
 }

@@ -394,3 +394,19 @@ TEST_CASE("wire codec: error frames carry a code and a text") {
   CHECK(r.read<std::uint32_t>().value() == 1001);
   CHECK(r.read<std::string_view>().value() == "no such service");
 }
+
+TEST_CASE("with_scalar_type gives the C++ type of each scalar tag, and nothing for the others") {
+  using courier::wire::item_type;
+  for (auto t : {item_type::boolean, item_type::int8, item_type::int16, item_type::int32, item_type::int64,
+                 item_type::uint8, item_type::uint16, item_type::uint32, item_type::uint64, item_type::float32,
+                 item_type::float64}) {
+    item_type seen = item_type::none;
+    CHECK(courier::wire::with_scalar_type(t, [&]<class T>() { seen = courier::wire::detail::tag_of<T>(); }));
+    CHECK(seen == t);
+  }
+  for (auto t : {item_type::none, item_type::string, item_type::binary, item_type::list, item_type::list_end}) {
+    bool called = false;
+    CHECK_FALSE(courier::wire::with_scalar_type(t, [&]<class T>() { called = true; }));
+    CHECK_FALSE(called);
+  }
+}

@@ -41,6 +41,57 @@ namespace detail {
 
 enum class resume_result : std::uint8_t { idle, reschedule, stopped };
 
+/// What a plain thread needs to run an actor that waits on a descriptor (the network layer's client
+/// connection): such an actor opts in with a `static constexpr courier::detail::drive_ops
+/// courier_drive_ops` member, and then
+/// - a plain thread whose request woke it runs its turn itself instead of waking a worker for it
+///   (woken_by_push: one turn, bounded by config::throughput; what is left goes to the workers);
+///   a one-way send still wakes a worker, so that a flood of sends is written in batches;
+/// - a plain thread's `ask` drives it while it waits (drive_while_waiting): it keeps the actor
+///   *held* between turns, waits on its descriptor and on its signal descriptor itself, and runs
+///   the turns they call for, until its reply came or its deadline passed.
+/// The functions are called only by the thread that holds or runs the actor, except `signal`.
+struct drive_ops {
+  /// Takes the descriptor from the poller, so that no worker wakes for it; returns it (-1: none).
+  int (*hold)(actor_base* self) noexcept;
+  /// The descriptor turned readable: queue what the poller would have queued.
+  void (*readable)(actor_base* self) noexcept;
+  /// Gives the descriptor back to the poller (which reports what arrived meanwhile).
+  void (*release)(actor_base* self) noexcept;
+  /// The descriptor a push that finds the actor held makes readable (made on first use; -1: none).
+  int (*signal_fd)(actor_base* self) noexcept;
+  /// From a pusher that got woke_holder (any thread): makes signal_fd readable.
+  void (*signal)(actor_base* self) noexcept;
+};
+
+template <class T>
+constexpr const drive_ops* drive_ops_of() noexcept {
+  if constexpr (requires { T::courier_drive_ops; })
+    return &T::courier_drive_ops;
+  else
+    return nullptr;
+}
+
+/// True on a plain thread (not a worker, not inside a handler) of a threaded system that is not
+/// shutting down: where a drivable actor may be run by the thread whose push woke it.
+bool may_run_here(const system_core* core) noexcept;
+/// A send or request (`request`: a reply is awaited) on this thread woke `actor`: runs it here
+/// (the local call path, or a plain thread's request to a drivable actor: one turn, and what is
+/// left goes to the workers) or schedules it. A request runs at once on a plain thread, whose
+/// caller waits for the answer; a one-way send is left to a worker, so that a flood of them
+/// leaves in batches rather than a write each.
+void woken_by_push(actor_base* actor, bool request);
+/// A push found `actor` held by a driver: signals it.
+void wake_holder(actor_base* actor) noexcept;
+
+/// The local call path: while an actor's handler has named `actor` here (inline_call_scope), a
+/// push from this thread that wakes `actor` (idle, nothing queued) runs one message of it at once,
+/// nested in the handler, instead of scheduling it (the server connection calling the actor it
+/// serves: the call's handler, its reply and the reply's encoding happen in one turn).
+inline thread_local actor_base* inline_call_target = nullptr;
+/// Runs one message of `actor`, whose push on this thread woke it, inside the current handler.
+void run_nested(actor_base* actor);
+
 struct actor_ops {
   /// Runs up to `budget` messages; adds how many it ran (system messages included) to `ran`.
   resume_result (*resume)(actor_base* self, std::uint32_t budget, std::uint32_t& ran);
@@ -50,6 +101,8 @@ struct actor_ops {
   const char* (*name)() noexcept;
   /// The type name of the message with this index in the actor's list (for dead letters).
   const char* (*message_name)(std::uint16_t type) noexcept;
+  /// Null unless a plain thread may run and drive the actor (see drive_ops).
+  const drive_ops* drive = nullptr;
 };
 
 /// What a stopping actor does for one entry of its watcher list.
@@ -111,13 +164,35 @@ class actor_base {
       if (stop_requested_) return push_result::closed;
       return mailbox_.push_local(msg);
     }
-    push_result r = mailbox_.try_push(msg);
-    if (r == push_result::woke_reader) {
-      schedule(this);
+    const bool request = msg->reply_to != nullptr;
+    const push_result r = mailbox_.try_push(msg);
+    if (r == push_result::woke_reader) [[unlikely]] {
+      woken_by_push(this, request);
+      return push_result::queued;
+    }
+    if (r == push_result::woke_holder) [[unlikely]] {
+      wake_holder(this);
       return push_result::queued;
     }
     return r;
   }
+
+  /// For a plain thread's `ask`: try_enqueue, except that a push that woke the actor (woke_reader)
+  /// leaves it to the caller, which drives it (drive_while_waiting) or schedules it.
+  push_result try_enqueue_for_wait(message_header* msg) noexcept {
+    push_result r = mailbox_.try_push(msg);
+    if (r == push_result::woke_holder) {
+      wake_holder(this);
+      return push_result::queued;
+    }
+    return r;
+  }
+
+  /// Whether a plain thread may run and drive this actor (see drive_ops).
+  bool drivable() const noexcept { return mailbox_.shared.ops->drive != nullptr; }
+  /// For its driver, which holds it: see mailbox::take_hold and mailbox::release_hold.
+  void take_hold() noexcept { mailbox_.take_hold(); }
+  bool release_hold() noexcept { return mailbox_.release_hold(); }
 
   /// Urgent lane (replies, stop requests, down): served before anything queued and never
   /// refused for capacity. False (leaving `msg` to the caller) when the actor has stopped.
@@ -216,7 +291,10 @@ class actor_base {
   void terminate(const error& reason) noexcept;
 
   bool scheduled(push_result r) noexcept {
-    if (r == push_result::woke_reader) schedule(this);
+    if (r == push_result::woke_reader)
+      schedule(this);
+    else if (r == push_result::woke_holder)
+      wake_holder(this);
     return r != push_result::closed;
   }
 
@@ -330,6 +408,16 @@ inline constexpr bool is_deferred_reply<delegated<R>> = true;
 struct current_request_scope {
   explicit current_request_scope(message_header* m) noexcept { current_request = m; }
   ~current_request_scope() { current_request = nullptr; }
+};
+
+/// Names `target` for the local call path (inline_call_target) for the scope's life, when it is
+/// in the same system as the running actor.
+struct inline_call_scope {
+  actor_base* previous;
+  explicit inline_call_scope(actor_base* target) noexcept : previous(inline_call_target) {
+    if (target != nullptr && current_actor != nullptr && target->core() == current_actor->core()) inline_call_target = target;
+  }
+  ~inline_call_scope() { inline_call_target = previous; }
 };
 
 template <class M>

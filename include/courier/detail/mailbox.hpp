@@ -36,6 +36,12 @@
 /// second line, and whatever follows the mailbox in its owner (the actor's own state) fills the
 /// rest of that line. The owner must therefore be allocated 64-byte aligned, as `system::spawn` does.
 ///
+/// A consumer that a blocked thread drives (a plain thread's `ask` running the connection actor it
+/// waits on, see scheduler.cpp: drive_while_waiting) goes *held* instead of idle: nobody may
+/// schedule it, and the push that finds it held (`woke_holder`) must wake its driver, which takes
+/// it back (`take_hold`) and runs it. The driver gives it up with `release_hold`, which leaves it
+/// idle, or reports that pushes came meanwhile and the driver must schedule it.
+///
 /// Messages the consumer sends to itself skip the shared word: `push_local` appends them to a
 /// consumer-only list that is served after the messages already taken from the producers, so a
 /// self-sending actor cannot starve its other senders.
@@ -59,6 +65,7 @@ enum class push_result : std::uint8_t {
   woke_reader,  ///< the consumer was idle: the caller must schedule it
   closed,       ///< the mailbox is closed: the message was not taken
   full,         ///< a bounded mailbox is at its capacity: the message was not taken
+  woke_holder,  ///< the consumer was held by a blocked driver: the caller must wake that driver
 };
 
 struct no_shared_fields {};
@@ -131,6 +138,10 @@ class mailbox {
       if (head_.compare_exchange_weak(head, empty_tag, std::memory_order_acq_rel, std::memory_order_relaxed))
         return push_result::woke_reader;
     }
+    while (head == held_tag) {
+      if (head_.compare_exchange_weak(head, empty_tag, std::memory_order_acq_rel, std::memory_order_relaxed))
+        return push_result::woke_holder;
+    }
     // Empty or a stack: the consumer is scheduled or running and will look at the urgent lane.
     // Closed: close() took the urgent lane after our CAS, so it owns (and discards) the message.
     return push_result::queued;
@@ -170,23 +181,39 @@ class mailbox {
     return batch_;
   }
 
-  /// Marks the mailbox idle if nothing arrived; false means a message is waiting and the consumer
-  /// must keep running. After `true`, the next push reports `woke_reader`.
-  bool try_block() noexcept {
+  /// Marks the mailbox idle (or held, for a driver: see above) if nothing arrived; false means a
+  /// message is waiting and the consumer must keep running. After `true`, the next push reports
+  /// `woke_reader` (`woke_holder`).
+  bool try_block(bool hold = false) noexcept {
+    const std::uintptr_t parked = hold ? held_tag : idle_tag;
     if (batch_ != nullptr || local_ != nullptr) return false;
     release_popped();
     if (urgent_.load(std::memory_order_seq_cst) != 0) return false;
     std::uintptr_t expected = empty_tag;
-    if (!head_.compare_exchange_strong(expected, idle_tag, std::memory_order_seq_cst, std::memory_order_relaxed))
+    if (!head_.compare_exchange_strong(expected, parked, std::memory_order_seq_cst, std::memory_order_relaxed))
       return false;
     // An urgent push between the check above and the CAS saw head_ not idle and did not
     // schedule us: take the wake-up back, unless a producer has just claimed it.
     if (urgent_.load(std::memory_order_seq_cst) != 0) {
-      expected = idle_tag;
+      expected = parked;
       if (head_.compare_exchange_strong(expected, empty_tag, std::memory_order_acq_rel, std::memory_order_relaxed))
         return false;
     }
     return true;
+  }
+
+  /// The driver of a held consumer takes it back to run it. Pushes may have done so already
+  /// (each reported woke_holder): either way the caller is the consumer again.
+  void take_hold() noexcept {
+    std::uintptr_t expected = held_tag;
+    head_.compare_exchange_strong(expected, empty_tag, std::memory_order_acq_rel, std::memory_order_relaxed);
+  }
+
+  /// The driver of a held consumer lets it go: true when it is idle now (the next push schedules
+  /// it as usual); false when pushes came meanwhile, and the caller must schedule it.
+  bool release_hold() noexcept {
+    std::uintptr_t expected = held_tag;
+    return head_.compare_exchange_strong(expected, idle_tag, std::memory_order_seq_cst, std::memory_order_relaxed);
   }
 
   /// Refuses all later pushes and hands back what was queued, urgent messages first, then FIFO,
@@ -197,7 +224,7 @@ class mailbox {
     std::uintptr_t urgent = urgent_.exchange(closed_tag, std::memory_order_acq_rel);
     std::uintptr_t taken = head_.exchange(closed_tag, std::memory_order_acq_rel);
     message_header* shared = nullptr;
-    if (taken > idle_tag && taken != closed_tag) shared = reverse(reinterpret_cast<message_header*>(taken));
+    if (taken > held_tag) shared = reverse(reinterpret_cast<message_header*>(taken));
     message_header* all = nullptr;
     if (urgent != 0 && urgent != closed_tag) all = reverse(reinterpret_cast<message_header*>(urgent));
     // The unconsumed batch comes next (urgent messages already taken lead it): it was pushed
@@ -247,13 +274,13 @@ class mailbox {
         if (capacity_ != 0) size_.fetch_sub(1, std::memory_order_relaxed);
         return push_result::closed;
       }
-      msg->next = top <= idle_tag ? nullptr : reinterpret_cast<message_header*>(top);
+      msg->next = top <= held_tag ? nullptr : reinterpret_cast<message_header*>(top);
       // acq_rel, not release: a push that wakes the reader must acquire the consumer's last
       // try_block, so the thread that runs the actor next (scheduled by this producer) sees the
       // consumer-side fields (batch_, local list) the previous run left behind.
       if (head_.compare_exchange_weak(top, reinterpret_cast<std::uintptr_t>(msg), std::memory_order_acq_rel,
                                       std::memory_order_relaxed))
-        return top == idle_tag ? push_result::woke_reader : push_result::queued;
+        return top == idle_tag ? push_result::woke_reader : top == held_tag ? push_result::woke_holder : push_result::queued;
     }
   }
 
@@ -262,10 +289,10 @@ class mailbox {
     release_popped();
     message_header* fifo = nullptr;
     message_header* fifo_tail = nullptr;
-    if (std::uintptr_t top = head_.load(std::memory_order_relaxed); top > idle_tag && top != closed_tag) {
+    if (std::uintptr_t top = head_.load(std::memory_order_relaxed); top > held_tag) {
       // Only producers change a non-empty head, and never to closed: the exchange takes a list.
       std::uintptr_t taken = head_.exchange(empty_tag, std::memory_order_acquire);
-      if (taken > idle_tag && taken != closed_tag) {
+      if (taken > held_tag) {
         fifo_tail = reinterpret_cast<message_header*>(taken);
         fifo = reverse(fifo_tail);
       }
@@ -317,6 +344,7 @@ class mailbox {
   static constexpr std::uintptr_t empty_tag = 0;   // running or scheduled, nothing queued
   static constexpr std::uintptr_t idle_tag = 1;    // not scheduled: a push must wake the actor
   static constexpr std::uintptr_t closed_tag = 2;  // stopped: pushes are refused
+  static constexpr std::uintptr_t held_tag = 3;    // held by a blocked driver: a push must wake it
   // Added to size_ while refusing: any count with it is at or above every capacity below it.
   static constexpr std::uint32_t refusing_bias = std::uint32_t{1} << 31;
 

@@ -256,7 +256,10 @@ struct executor_pending : pending_base {
 /// The blocked caller of `ask`: the reply is written here and the caller woken through `ready`.
 template <class R>
 struct ask_pending : pending_base {
-  std::atomic<std::uint32_t> ready{0};
+  /// not_ready, then ready once settled; sleeping while the caller waits on it (futex): only
+  /// then does settling pay a wake-up (a driving caller settles its own call and never sleeps).
+  static constexpr std::uint32_t not_ready = 0, ready_now = 1, sleeping = 2;
+  std::atomic<std::uint32_t> ready{not_ready};
   std::optional<R> value;
   error err;
 
@@ -271,15 +274,22 @@ struct ask_pending : pending_base {
     } catch (...) {
       a->err = error(errc::handler_failed, "the reply could not be moved to the caller of ask");
     }
-    a->ready.store(1, std::memory_order_release);
-    futex_wake_all(&a->ready);
+    a->settle();
   }
   static void fail(pending_base* self, const error& why) {
     auto* a = static_cast<ask_pending*>(self);
     a->err = why;
-    a->ready.store(1, std::memory_order_release);
-    futex_wake_all(&a->ready);
+    a->settle();
   }
+  void settle() noexcept {
+    if (ready.exchange(ready_now, std::memory_order_acq_rel) == sleeping) futex_wake_all(&ready);
+  }
+  /// The caller, before it sleeps on `ready` with sleeping as the expected value: false once settled.
+  bool announce_sleep() noexcept {
+    std::uint32_t expected = not_ready;
+    return ready.compare_exchange_strong(expected, sleeping, std::memory_order_acq_rel) || expected == sleeping;
+  }
+  bool is_ready() const noexcept { return ready.load(std::memory_order_acquire) == ready_now; }
   static void destroy(pending_base* self) noexcept { pool::destroy(static_cast<ask_pending*>(self)); }
   static constexpr pending_ops table{&deliver, &discard_reply, &complete, &fail, &destroy};
 };

@@ -3,6 +3,7 @@
 /// The narrow interface between the header-only actor templates and the compiled runtime
 /// (scheduler, timers, registry). Nothing here is public API.
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -90,6 +91,13 @@ struct io_poller {
   int fd = -1;
 };
 
+/// From a handler that has just written to a socket: the worker running it looks at the io_poller
+/// (without waiting) once this turn ends, before it takes other work or parks. The peer's answer
+/// to what was written may already be on its way, and the poll is what hears it soonest: a worker
+/// that parks may find another already waiting in the poller, and a busy one looks only every 64
+/// turns. Anywhere else (a plain thread, a manual system) it does nothing.
+void poll_io_after_turn() noexcept;
+
 /// The system behind a `courier::system`, for layers built on the runtime (the network layer).
 system_core* core_of(courier::system& sys) noexcept;
 /// Installs `poller` (which must outlive its detachment); false when the system already has one,
@@ -117,6 +125,16 @@ bool wait_for_work(system_core* core, std::chrono::nanoseconds timeout) noexcept
 /// The actor whose handler runs on this thread right now, if any: requests made from a handler
 /// deliver their replies to that actor's mailbox.
 inline thread_local actor_base* current_actor = nullptr;
+
+/// The actor that a plain thread drives (drive_while_waiting) while it runs the actor's turn: it
+/// goes held instead of idle when its mailbox is empty.
+inline thread_local actor_base* hold_on_idle = nullptr;
+
+/// For `ask` on a plain thread, whose push woke a drivable `actor` (see drive_ops in
+/// actor_base.hpp): runs it and waits on its descriptor until `ready` is set or `deadline_ns`
+/// (steady clock) has passed, then hands it back to the workers. Returns at once (leaving the
+/// caller to wait as usual) where it cannot drive.
+void drive_while_waiting(actor_base* actor, const std::atomic<std::uint32_t>& ready, std::int64_t deadline_ns);
 
 /// futex wait/wake on a 32-bit word; `wait_for` returns false on time-out.
 bool futex_wait_for(const void* word, std::uint32_t expected, std::chrono::nanoseconds timeout) noexcept;

@@ -52,6 +52,7 @@
 
 #include "courier/error.hpp"
 #include "courier/net/connection.hpp"
+#include "courier/net/detail/live_counters.hpp"
 #include "courier/net/endpoint.hpp"
 #include "courier/net/remote.hpp"
 #include "courier/net/transport.hpp"
@@ -74,11 +75,12 @@ class node_core {
   ~node_core();
 
   courier::system& system() noexcept { return sys_; }
-  net::reactor& io() noexcept { return reactor_; }
+  net::detail::reactor& io() noexcept { return reactor_; }
 
   /// A connection actor started (counted, and closed at stop through `close`, which queues it a
   /// close_request) or stopped. The node holds a reference to each while it is listed.
-  void enter(courier::detail::actor_base* connection, void (*close)(courier::detail::actor_base*));
+  void enter(courier::detail::actor_base* connection, void (*close)(courier::detail::actor_base*),
+             const live_counters* counters, const std::uint16_t* context_map);
   void leave(courier::detail::actor_base* connection) noexcept;
 
   /// Keeps a listener (its accept handler) until stop.
@@ -89,6 +91,10 @@ class node_core {
   void stop(std::chrono::milliseconds grace);
 
   std::size_t connections() const;
+  /// The counters of `connection` if it is one of this node's and alive; nothing otherwise.
+  std::optional<connection_counters> counters_of(const courier::detail::actor_base* connection) const;
+  /// The parent context of `connection` if it is one of this node's and alive (a new reference).
+  context_ref context_of(courier::detail::actor_base* connection) const;
   /// Waits until a connection was made and none is left (or stop()); for a --pipe server, whose
   /// one connection is its life. False on time-out.
   bool wait_no_connections(std::chrono::milliseconds timeout);
@@ -107,7 +113,7 @@ class node_core {
 
   courier::system& sys_;
   courier::detail::system_core* core_;
-  net::reactor reactor_;
+  net::detail::reactor reactor_;
   courier::detail::io_poller poller_{};
   bool by_system_ = false;
   mutable std::mutex mutex_;
@@ -115,6 +121,8 @@ class node_core {
   struct listed {
     courier::detail::actor_base* actor;
     void (*close)(courier::detail::actor_base*);
+    const live_counters* counters;
+    const std::uint16_t* context_map;  // the connection's type indices for context_calls
   };
   std::vector<listed> connections_;
   std::vector<std::shared_ptr<acceptor>> acceptors_;  // shared: leave() may be retrying one
@@ -199,6 +207,20 @@ class node {
     return start_client<I>(std::move(c->sock), std::move(c->child), cfg, "connect " + to_string(where));
   }
 
+  /// Connects to a server at `where` for calls by token (context.hpp): the parent context of the
+  /// connection, whose services (typed or dynamic) are called with items written at the call.
+  /// `services` are what this side serves the server in the parent (the server's calls back to
+  /// its client); may be null. Waits for the handshake as connect<I> does.
+  courier::result<context_ref> connect(const endpoint& where, const connection_config& cfg = {},
+                                       std::shared_ptr<const service_table> services = nullptr) {
+    auto c = net::connect(where, cfg.connect_timeout);
+    if (!c) return c.err();
+    auto conn = start_connection<connection<no_interface, no_interface>>(std::move(c->sock), std::move(c->child), cfg,
+                                                                         "connect " + to_string(where), std::move(services));
+    if (!conn) return conn.err();
+    return context_ref(actor_ref<detail::context_calls>(std::move(*conn)), 0);
+  }
+
   /// A client on a stream that is already connected (a socket pair, an inherited descriptor):
   /// like connect(), without the transport's part (cfg.wait_for_handshake false: no wait). The
   /// descriptor is made non-blocking.
@@ -206,6 +228,50 @@ class node {
   courier::result<actor_ref<I>> adopt(socket connected, const connection_config& cfg = {}) {
     if (auto ok = make_nonblocking(connected.fd()); !ok) return ok.err();
     return start_client<I>(std::move(connected), std::nullopt, cfg, "adopt");
+  }
+
+  /// What the connection behind `ref` (a ref from connect() or adopt()) has counted; nothing when
+  /// `ref` is not one of this node's connections or the connection has ended. Any thread.
+  template <class I>
+  std::optional<connection_counters> counters(const actor_ref<I>& ref) const {
+    return core_->counters_of(ref.base());
+  }
+
+  /// The parent context of the connection behind `ref` (from connect<I>, adopt<I> or link): the
+  /// same connection called by token, typed and dynamic services alike, and its children opened;
+  /// empty when `ref` is not one of this node's connections or the connection has ended.
+  template <class I>
+  context_ref context_of(const actor_ref<I>& ref) const {
+    return core_->context_of(ref.base());
+  }
+
+  /// One connection that calls and serves, on a stream that is already connected (a socket pair,
+  /// an inherited descriptor): the returned ref sends `Out`'s messages to the peer, and the peer's
+  /// calls go to `served`. The two ends take opposite sides of the protocol (`side`: one
+  /// wire::role::initiator, the other wire::role::acceptor). No wait for the handshake: the first
+  /// call reports a failure. The descriptor is made non-blocking.
+  template <class Out, class In>
+  courier::result<actor_ref<Out>> link(socket connected, actor_ref<In> served, wire::role side,
+                                       const connection_config& cfg = {}) {
+    if (auto ok = make_nonblocking(connected.fd()); !ok) return ok.err();
+    using link_connection = connection<Out, In>;
+    const spawn_options opts{.mailbox_capacity = cfg.mailbox_capacity};
+    auto conn = side == wire::role::initiator
+                    ? core_->system().template spawn<link_connection>(opts, core_, std::move(connected),
+                                                                      std::optional<child_process>{}, cfg, nullptr,
+                                                                      std::move(served))
+                    : core_->system().template spawn<link_connection>(opts, core_, std::move(connected),
+                                                                      std::move(served), cfg, detail::make_share(cfg));
+    return actor_ref<Out>(std::move(conn));
+  }
+
+  /// Serves dynamic services on one stream that is already connected.
+  courier::result<void> serve_connection(std::shared_ptr<const service_table> services, socket connected,
+                                         const connection_config& cfg = {}) {
+    if (auto ok = make_nonblocking(connected.fd()); !ok) return ok.err();
+    core_->system().template spawn<server_connection<no_interface>>(core_, std::move(connected), actor_ref<no_interface>{},
+                                                                     cfg, detail::make_share(cfg), std::move(services));
+    return {};
   }
 
   /// Serves `target` on one stream that is already connected (the server side of adopt()).
@@ -221,6 +287,51 @@ class node {
   /// gets its own connection actor, which hands calls to `target`.
   template <class I>
   courier::result<serving> serve(actor_ref<I> target, const endpoint& where, const connection_config& cfg = {}) {
+    return serve_with(std::move(target), nullptr, where, cfg);
+  }
+
+  /// Serves dynamic services (services.hpp) at `where`, uds or tcp; serve_on() for pipe too.
+  courier::result<serving> serve(std::shared_ptr<const service_table> services, const endpoint& where,
+                                 const connection_config& cfg = {}) {
+    return serve_with(actor_ref<no_interface>{}, std::move(services), where, cfg);
+  }
+
+  /// Serves a context actor (serve_locally) at `where`: pipe (on stdin), uds or tcp. Every
+  /// connection hands the calls of its parent context to that one actor, whose handlers run in
+  /// its own turns, one at a time (state shared by all clients needs no lock); children the
+  /// clients open come from `children` (a table whose factory makes them; may be null: none).
+  courier::result<serving> serve_on(context_ref context, const endpoint& where, const connection_config& cfg = {},
+                                    std::shared_ptr<const service_table> children = nullptr) {
+    if (where.kind == endpoint::kind_t::pipe) {
+      auto sock = pipe_server_socket();
+      if (!sock) return sock.err();
+      if (auto ok = make_nonblocking(sock->fd()); !ok) return ok.err();
+      core_->system().template spawn<server_connection<no_interface>>(core_, std::move(*sock), actor_ref<no_interface>{},
+                                                                       cfg, detail::make_share(cfg), std::move(children),
+                                                                       std::move(context));
+      return serving{"pipe (stdin)", 0};
+    }
+    return serve_with(actor_ref<no_interface>{}, std::move(children), where, cfg, std::move(context));
+  }
+
+  /// Serves dynamic services per `where`: on stdin for pipe, listening otherwise.
+  courier::result<serving> serve_on(std::shared_ptr<const service_table> services, const endpoint& where,
+                                    const connection_config& cfg = {}) {
+    if (where.kind == endpoint::kind_t::pipe) {
+      auto sock = pipe_server_socket();
+      if (!sock) return sock.err();
+      if (auto ok = make_nonblocking(sock->fd()); !ok) return ok.err();
+      core_->system().template spawn<server_connection<no_interface>>(core_, std::move(*sock), actor_ref<no_interface>{},
+                                                                       cfg, detail::make_share(cfg), std::move(services));
+      return serving{"pipe (stdin)", 0};
+    }
+    return serve(std::move(services), where, cfg);
+  }
+
+ private:
+  template <class I>
+  courier::result<serving> serve_with(actor_ref<I> target, std::shared_ptr<const service_table> services,
+                                      const endpoint& where, const connection_config& cfg, context_ref context = {}) {
     auto l = net::listen(where);
     if (!l) return l.err();
     serving s{l->describe(), l->port()};
@@ -228,9 +339,9 @@ class node {
     auto share = detail::make_share(cfg);
     auto a = std::make_unique<detail::acceptor>(
         std::move(*l),
-        [weak, target, cfg, share](socket sock) {
+        [weak, target, cfg, share, services, context](socket sock) {
           if (auto core = weak.lock())
-            core->system().template spawn<server_connection<I>>(core, std::move(sock), target, cfg, share);
+            core->system().template spawn<server_connection<I>>(core, std::move(sock), target, cfg, share, services, context);
         },
         share, cfg.max_connections);
     const int fd = a->listening().fd();
@@ -238,6 +349,8 @@ class node {
     core_->keep(std::move(a));
     return s;
   }
+
+ public:
 
   /// The server side of --pipe: serves `target` on the socket pair the client started this
   /// process with (fd 0; fd 1 is pointed at stderr so stray output cannot corrupt the stream).
@@ -282,14 +395,23 @@ class node {
   template <class I>
   courier::result<actor_ref<I>> start_client(socket sock, std::optional<child_process> child, const connection_config& cfg,
                                              const std::string& what) {
+    auto conn = start_connection<client_connection<I>>(std::move(sock), std::move(child), cfg, what);
+    if (!conn) return conn.err();
+    return actor_ref<I>(std::move(*conn));
+  }
+
+  template <class Connection>
+  courier::result<actor_ref<Connection>> start_connection(socket sock, std::optional<child_process> child,
+                                                          const connection_config& cfg, const std::string& what,
+                                                          std::shared_ptr<const service_table> services = nullptr) {
     auto opened = std::make_shared<std::promise<courier::error>>();
     auto outcome = opened->get_future();
-    auto conn = core_->system().template spawn<client_connection<I>>(spawn_options{.mailbox_capacity = cfg.mailbox_capacity},
-                                                                      core_, std::move(sock), std::move(child), cfg,
-                                                                      std::move(opened));
+    auto conn = core_->system().template spawn<Connection>(spawn_options{.mailbox_capacity = cfg.mailbox_capacity}, core_,
+                                                           std::move(sock), std::move(child), cfg, std::move(opened),
+                                                           actor_ref<no_interface>{}, std::move(services));
     if (cfg.wait_for_handshake && core_->system().settings().mode == courier::scheduling::threaded &&
         courier::detail::current_actor == nullptr) {
-      // The session's own handshake time-out ends the wait; the extra second is a backstop.
+      // The engine's own handshake time-out ends the wait; the extra second is a backstop.
       if (outcome.wait_for(cfg.handshake_timeout + std::chrono::seconds(1)) != std::future_status::ready) {
         conn.stop();
         return courier::error(errc::request_timeout, what + ": no handshake in time");
@@ -305,7 +427,7 @@ class node {
         return e;
       }
     }
-    return actor_ref<I>(std::move(conn));
+    return conn;
   }
 
   std::shared_ptr<detail::node_core> core_;

@@ -243,7 +243,7 @@ class decoder {
   /// Bytes of an incomplete frame held in the decoder's own buffer.
   [[nodiscard]] std::size_t buffered() const noexcept { return staging_.size() - staged_; }
   [[nodiscard]] const limits& frame_limits() const noexcept { return limits_; }
-  /// Changes the largest frame accepted from the next header on (a session raises it once the
+  /// Changes the largest frame accepted from the next header on (the engine raises it once the
   /// handshake is done). The frame being assembled keeps the limit its header was checked against;
   /// the buffer keeps its capacity, so this allocates nothing.
   void set_max_frame_size(std::uint32_t n) noexcept { limits_.max_frame_size = n; }

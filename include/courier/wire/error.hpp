@@ -45,7 +45,8 @@ enum class errc : std::uint8_t {
   token_mismatch = 21,       // a typed message was decoded from a frame with another token
   bad_handshake = 22,        // a handshake frame whose body does not follow the protocol, or none in time
   unexpected_frame = 23,     // a frame the connection's state does not allow (a second handshake): fatal
-  bad_transaction_id = 24,   // a call with transaction id 0
+  bad_transaction_id = 24,   // a call, context_open or context_close with transaction id 0
+  bad_context_id = 25,       // a context_open for context 0, of the receiver's parity or still open; a context_close for 0
 };
 
 /// The category of `errc`; its name() is "courier.wire". Thread-safety: immutable singleton, safe anywhere.

@@ -33,6 +33,10 @@ struct handshake_info {
   /// (a transport that echoes, such as `cat`, reflects it) from the other end's. 0 means none: item 8 is
   /// then not sent. The owner fills it from a random source; it need not be secret.
   std::uint64_t nonce = 0;
+  /// Item 9: the most child contexts the sender lets its peer open at once (docs/protocol.md section 6).
+  /// 0 means none: item 9 is then not sent (absent, a peer accepts none). When it is sent, item 8 goes
+  /// before it, 0 if there is no nonce.
+  std::uint32_t max_child_contexts = 0;
 };
 
 /// What two peers agreed on.
@@ -42,18 +46,21 @@ struct agreement {
   std::uint32_t max_frame_size = 0;  // the largest frame this side may send: the peer's limit
   std::uint32_t max_items = 0;       // the most items per frame this side may send: the peer's limit
   std::uint32_t max_depth = 0;       // the deepest nesting this side may send: the peer's limit
+  std::uint32_t max_child_contexts = 0;  // the most children this side may have open in the peer: its limit
 
   /// The peer's limits as a limits value, for a frame_writer that must respect them.
   [[nodiscard]] limits peer_limits() const noexcept { return limits{max_frame_size, max_depth, max_items}; }
 };
 
 /// Appends a handshake frame (always in the version 1 layout, so any peer can read it): seven items,
-/// and the nonce as an eighth when it is not 0.
+/// the nonce as an eighth when it is not 0 or when a ninth follows, and max_child_contexts as the
+/// ninth when it is not 0.
 [[nodiscard]] result<std::size_t> encode_handshake(out_buffer& out, const handshake_info& info);
 
 /// Reads the peer's handshake: five items, then optionally max_items and max_depth (uint32 each; the
 /// defaults when absent), then optionally the nonce (a uint64 eighth item; an eighth item of another
-/// type is ignored, as every item after it). peer_name views the frame.
+/// type is ignored, as every item after it), then behind it optionally max_child_contexts (a uint32
+/// ninth item; of another type, ignored). peer_name views the frame.
 [[nodiscard]] result<handshake_info> decode_handshake(const frame_view& frame) noexcept;
 
 /// The highest version both speak and the capabilities both have; unsupported_version if the version

@@ -75,3 +75,29 @@ constexpr bool is_known_tag(std::uint8_t b) noexcept { return b >= 0x01 && b <= 
 [[nodiscard]] bool is_valid_utf8(const char* s, std::size_t n) noexcept;
 
 }  // namespace courier::wire::detail
+
+namespace courier::wire {
+
+/// The other way round from tag_of: calls `f.template operator()<T>()` with the C++ scalar type of
+/// a scalar tag (bool, std::int8_t..std::uint64_t, float, double), for code that handles items it
+/// learns the types of at run time (a generic client, a service that echoes what it is given).
+/// Returns false, calling nothing, for a tag that is not a scalar (string, binary, list, end, none).
+template <class F>
+constexpr bool with_scalar_type(item_type t, F&& f) {
+  switch (t) {
+    case item_type::boolean: f.template operator()<bool>(); return true;
+    case item_type::int8: f.template operator()<std::int8_t>(); return true;
+    case item_type::int16: f.template operator()<std::int16_t>(); return true;
+    case item_type::int32: f.template operator()<std::int32_t>(); return true;
+    case item_type::int64: f.template operator()<std::int64_t>(); return true;
+    case item_type::uint8: f.template operator()<std::uint8_t>(); return true;
+    case item_type::uint16: f.template operator()<std::uint16_t>(); return true;
+    case item_type::uint32: f.template operator()<std::uint32_t>(); return true;
+    case item_type::uint64: f.template operator()<std::uint64_t>(); return true;
+    case item_type::float32: f.template operator()<float>(); return true;
+    case item_type::float64: f.template operator()<double>(); return true;
+    default: return false;
+  }
+}
+
+}  // namespace courier::wire

@@ -1,0 +1,245 @@
+// Dynamic services (courier/net/services.hpp): handlers registered by token read typed items and
+// write the reply, over a real connection; a typed client calls them through message structs of
+// the same tokens, as it calls typed services.
+#include "courier/net/services.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+#include "courier/fields.hpp"
+#include "courier/net/node.hpp"
+#include "courier/system.hpp"
+#include "watchdog.hpp"
+
+using namespace std::chrono_literals;
+using courier::errc;
+namespace net = courier::net;
+namespace wire = courier::wire;
+
+namespace {
+
+// The client's view: message structs with the services' tokens.
+struct hello {
+  static constexpr courier::token token{"HELO"};
+  std::string name;
+  COURIER_FIELDS(name);
+};
+struct hello_wrong {  // HELO with an int32 where a string belongs
+  static constexpr courier::token token{"HELO"};
+  std::int32_t name = 0;
+  COURIER_FIELDS(name);
+};
+struct hello_extra {  // HELO with one item too many
+  static constexpr courier::token token{"HELO"};
+  std::string name;
+  std::int32_t extra = 0;
+  COURIER_FIELDS(name, extra);
+};
+struct sum {
+  static constexpr courier::token token{"SUM_"};
+  std::vector<std::int32_t> values;
+  COURIER_FIELDS(values);
+};
+struct later {
+  static constexpr courier::token token{"LATE"};
+  std::int32_t delay_ms = 0, value = 0;
+  COURIER_FIELDS(delay_ms, value);
+};
+struct forgotten {
+  static constexpr courier::token token{"FRGT"};
+  COURIER_FIELDS();
+};
+struct thrower {
+  static constexpr courier::token token{"THRW"};
+  COURIER_FIELDS();
+};
+struct bump {
+  static constexpr courier::token token{"BUMP"};
+  COURIER_FIELDS();
+};
+struct count {
+  static constexpr courier::token token{"CNT_"};
+  COURIER_FIELDS();
+};
+struct anything {
+  static constexpr courier::token token{"WHAT"};
+  COURIER_FIELDS();
+};
+
+using api = courier::interface<std::string(hello), std::int64_t(sum), std::int32_t(later), std::int32_t(forgotten),
+                               courier::unit(thrower), void(bump), std::int32_t(count), std::string(anything)>;
+// Views of HELO that get its arguments wrong (an interface names each token once).
+using wrong_api = courier::interface<std::string(hello_wrong)>;
+using extra_api = courier::interface<std::string(hello_extra)>;
+
+// The threads that answer deferred calls, joined before the system goes (an answer touches it).
+struct answerers {
+  std::mutex mutex;
+  std::vector<std::thread> threads;
+  template <class F>
+  void start(F&& f) {
+    std::lock_guard lock(mutex);
+    threads.emplace_back(std::forward<F>(f));
+  }
+  ~answerers() {
+    for (auto& t : threads) t.join();
+  }
+};
+
+std::shared_ptr<net::service_table> make_services(std::atomic<int>& bumps, answerers& later_threads) {
+  auto t = std::make_shared<net::service_table>();
+  t->add(courier::token("HELO"), [](net::incoming& call) {
+     auto name = call.read<std::string_view>();
+     if (name) call.reply().add("hello " + std::string(*name));
+   }, {"(string name)", "string", "says hello"});
+  t->add(courier::token("SUM_"), [](net::incoming& call) {
+     wire::reader& items = call.items();
+     std::int64_t total = 0;
+     if (!items.begin_list()) return call.fail(courier::error(errc::invalid_argument, "SUM_ takes a list of int32"));
+     while (items.peek() == wire::item_type::int32) total += *items.read<std::int32_t>();
+     if (!items.end_list()) return call.fail(courier::error(errc::invalid_argument, "SUM_ takes a list of int32"));
+     call.reply().add(total);
+   }, {"(list of int32 values)", "int64", ""});
+  t->add(courier::token("LATE"), [&later_threads](net::incoming& call) {
+    const auto delay = call.read<std::int32_t>();
+    const auto value = call.read<std::int32_t>();
+    if (!delay || !value) return;
+    later_threads.start([answer = call.defer(), ms = *delay, v = *value]() mutable {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      answer.deliver([v](wire::frame_writer& w) { w.add(v); });
+    });
+  });
+  t->add(courier::token("FRGT"), [](net::incoming& call) { (void)call.defer(); });  // dropped at once
+  t->add(courier::token("THRW"), [](net::incoming&) { throw std::runtime_error("on purpose"); });
+  t->add(courier::token("BUMP"), [&bumps](net::incoming&) { bumps.fetch_add(1); }, {"()", "()", "", false});
+  t->add(courier::token("CNT_"), [&bumps](net::incoming& call) { call.reply().add(std::int32_t{bumps.load()}); });
+  t->otherwise([](net::incoming& call) { call.reply().add(std::string("no ") + std::string(call.token().view())); });
+  return t;
+}
+
+net::endpoint uds_at(const char* tag) {
+  net::endpoint e;
+  e.kind = net::endpoint::kind_t::uds;
+  e.file = "/tmp/courier-services-" + std::to_string(::getpid()) + "-" + tag + ".sock";
+  return e;
+}
+
+struct served {
+  std::atomic<int> bumps{0};
+  courier::system sys;
+  net::node node{sys};
+  answerers later_threads;  // destroyed first: joined while the system still runs
+  net::endpoint where;
+  explicit served(const char* tag) : where(uds_at(tag)) {
+    REQUIRE(node.serve(make_services(bumps, later_threads), where));
+  }
+};
+
+template <class I = api>
+struct client {
+  courier::system sys;
+  net::node node{sys};
+  courier::actor_ref<I> ref;
+  explicit client(const net::endpoint& where) {
+    auto r = node.template connect<I>(where);
+    REQUIRE(r);
+    ref = *r;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a dynamic service reads its arguments and writes its reply; a typed client calls it", "[net][services]") {
+  courier_test::watchdog wd("dynamic hello", 30s);
+  served s("hello");
+  client<> c(s.where);
+  auto greeting = c.ref.ask(hello{"courier"}, 5s);
+  REQUIRE(greeting);
+  CHECK(*greeting == "hello courier");
+  auto total = c.ref.ask(sum{{1, 2, 3, 40}}, 5s);
+  REQUIRE(total);
+  CHECK(*total == 46);
+}
+
+TEST_CASE("a wrong argument fails the call, naming the expected and the actual item type and the position",
+          "[net][services]") {
+  courier_test::watchdog wd("dynamic mismatch", 30s);
+  served s("mismatch");
+  client<> c(s.where);
+  client<wrong_api> w(s.where);
+  client<extra_api> x(s.where);
+  auto wrong = w.ref.ask(hello_wrong{7}, 5s);
+  REQUIRE_FALSE(wrong);
+  CHECK(wrong.err().code == wire::make_error_code(wire::errc::type_mismatch));
+  INFO(wrong.err().text);
+  CHECK(wrong.err().text.find("HELO: argument 1") != std::string::npos);
+  CHECK(wrong.err().text.find("expected string") != std::string::npos);
+  CHECK(wrong.err().text.find("int32") != std::string::npos);
+  auto extra = x.ref.ask(hello_extra{"x", 1}, 5s);
+  REQUIRE_FALSE(extra);
+  CHECK(extra.err().code == wire::make_error_code(wire::errc::trailing_items));
+  // The connection goes on.
+  auto fine = c.ref.ask(hello{"again"}, 5s);
+  REQUIRE(fine);
+  CHECK(*fine == "hello again");
+}
+
+TEST_CASE("a dynamic service may defer its reply; a deferred reply dropped unanswered is a broken promise",
+          "[net][services]") {
+  courier_test::watchdog wd("dynamic defer", 30s);
+  served s("defer");
+  client<> c(s.where);
+  auto late = c.ref.ask(later{50, 9}, 5s);
+  REQUIRE(late);
+  CHECK(*late == 9);
+  auto dropped = c.ref.ask(forgotten{}, 5s);
+  REQUIRE_FALSE(dropped);
+  CHECK(dropped.err() == errc::broken_promise);
+}
+
+TEST_CASE("a throwing handler fails its call with handler_failed; sends run the service; the catch-all answers the rest",
+          "[net][services]") {
+  courier_test::watchdog wd("dynamic misc", 30s);
+  served s("misc");
+  client<> c(s.where);
+  auto thrown = c.ref.ask(thrower{}, 5s);
+  REQUIRE_FALSE(thrown);
+  CHECK(thrown.err() == errc::handler_failed);
+  CHECK(thrown.err().text.find("on purpose") != std::string::npos);
+  for (int i = 0; i < 3; ++i) CHECK(c.ref.send(bump{}));
+  auto counted = c.ref.ask(count{}, 5s);  // behind the sends on the same connection
+  REQUIRE(counted);
+  CHECK(*counted == 3);
+  auto other = c.ref.ask(anything{}, 5s);
+  REQUIRE(other);
+  CHECK(*other == "no WHAT");
+}
+
+TEST_CASE("many deferred and immediate dynamic calls at once are each answered once", "[net][services]") {
+  courier_test::watchdog wd("dynamic many", 60s);
+  served s("many");
+  client<> c(s.where);
+  constexpr int calls = 500;
+  std::atomic<int> right{0}, wrong{0}, done{0};
+  for (int i = 0; i < calls; ++i) {
+    c.ref.request(later{i % 3, i}, 10s)
+        .then([&, i](std::int32_t v) { (v == i ? right : wrong).fetch_add(1); done.fetch_add(1); },
+              [&](const courier::error&) { wrong.fetch_add(1); done.fetch_add(1); });
+    c.ref.request(hello{std::to_string(i)}, 10s)
+        .then([&, i](const std::string& v) { (v == "hello " + std::to_string(i) ? right : wrong).fetch_add(1); done.fetch_add(1); },
+              [&](const courier::error&) { wrong.fetch_add(1); done.fetch_add(1); });
+  }
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  while (done.load() < 2 * calls && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(5ms);
+  CHECK(right.load() == 2 * calls);
+  CHECK(wrong.load() == 0);
+}
