@@ -40,12 +40,17 @@ connection_base::connection_base(std::shared_ptr<node_core> node, socket sock, w
       share_(std::move(share)),
       stream_(std::move(sock), role, cfg, share_ ? share_->memory : nullptr) {
   if (share_) share_->connections.fetch_add(1, std::memory_order_acq_rel);
+  // The connecting side's own threads call and wait on it, so its driver's eventfd is made now,
+  // with the socket, rather than at whichever call first finds the connection idle: the process's
+  // descriptors then stay as they were from the connect to the close.
+  if (role == wire::role::initiator) (void)driver_signal_fd();
 }
 
 connection_base::~connection_base() {
   detach();
   leave_share();
-  // Pushes hold a reference to the actor, so none can signal once it is being destroyed.
+  // Pushes hold a reference to the actor, so none can signal once it is being destroyed (a push
+  // that found it held may still signal after it stopped: the eventfd lives as long as the actor).
   if (const int fd = driver_signal_.load(std::memory_order_relaxed); fd >= 0) ::close(fd);
 }
 

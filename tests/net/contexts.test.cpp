@@ -676,11 +676,13 @@ TEST_CASE("a client opens and closes 10,000 child contexts through context_ref: 
     };
     for (int i = 0; i < 100; ++i) REQUIRE(round(i));  // warm: pool slots, blocks, tables
     const int fds = courier_test::open_descriptors();
+    const std::string fds_before = courier_test::descriptor_list();
     const int threads = courier_test::thread_count();
     const auto chunks = courier::pool::stats().chunks_allocated;
     int failures = 0;
     for (int i = 0; i < cycles; ++i) failures += round(i) ? 0 : 1;
     CHECK(failures == 0);
+    INFO("descriptors before:\n" << fds_before << "after:\n" << courier_test::descriptor_list());
     CHECK(courier_test::open_descriptors() == fds);
     CHECK(courier_test::thread_count() == threads);
     // Pool memory: what one child's records take, not what 10,000 would.

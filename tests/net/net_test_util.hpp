@@ -66,6 +66,41 @@ inline int open_descriptors() {
   return count - 1;
 }
 
+/// How many of this process's descriptors are sockets.
+inline int open_sockets() {
+  int count = 0;
+  if (DIR* dir = ::opendir("/proc/self/fd")) {
+    while (const dirent* entry = ::readdir(dir)) {
+      char target[64];
+      const std::string link = std::string("/proc/self/fd/") + entry->d_name;
+      const ssize_t n = ::readlink(link.c_str(), target, sizeof target);
+      if (n > 7 && std::string_view(target, 7) == "socket:") ++count;
+    }
+    ::closedir(dir);
+  }
+  return count;
+}
+
+/// What this process's descriptors are ("3 socket:[123]", one a line): a count that differs
+/// says which kind came or went.
+inline std::string descriptor_list() {
+  std::string text;
+  if (DIR* dir = ::opendir("/proc/self/fd")) {
+    while (const dirent* entry = ::readdir(dir)) {
+      if (entry->d_name[0] == '.') continue;
+      char target[256];
+      const std::string link = std::string("/proc/self/fd/") + entry->d_name;
+      const ssize_t n = ::readlink(link.c_str(), target, sizeof target - 1);
+      text += entry->d_name;
+      text += ' ';
+      text.append(target, n > 0 ? static_cast<std::size_t>(n) : 0);
+      text += '\n';
+    }
+    ::closedir(dir);
+  }
+  return text;
+}
+
 /// How many threads this process has (/proc/self/task).
 inline int thread_count() {
   DIR* dir = ::opendir("/proc/self/task");

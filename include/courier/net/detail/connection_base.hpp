@@ -143,7 +143,8 @@ class connection_base {
   void io_readable() noexcept {
     if (link_) link_->on_io(EPOLLIN);
   }
-  /// The eventfd that a push to the held connection makes readable (made on first use).
+  /// The eventfd that a push to the held connection makes readable (the connecting side's is
+  /// made with the connection, the accepting side's on first use).
   int driver_signal_fd() noexcept;
   void signal_driver() noexcept;
 
