@@ -94,6 +94,10 @@ int main(int argc, char** argv) {
   const std::string sum = summed.get_future().get();
   expect(sum == "10", "SUM_ [1,2,3,4] = " + sum);
 
+  // MUL_ is a typed service (a struct on the server's side); by token it is called the same way.
+  auto product = server.call_wait(courier::token("MUL_"), net::args(std::int64_t{6}, std::int64_t{7}), timeout);
+  expect(first_item(product) == "42", "MUL_ 6 7 = " + first_item(product));
+
   // An ERROR is a courier::error with its code and text.
   auto wrong = server.call_wait(courier::token("HELO"), net::args(std::int32_t{42}), timeout);
   expect(!wrong && wrong.err().text.find("expected string") != std::string::npos,

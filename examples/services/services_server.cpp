@@ -8,6 +8,7 @@
 //   courier-call --context mine CNT_ @ courier-services-server      (a child context of its own)
 //   courier-services-client @ courier-services-server                  (the C++ client, calls both ways)
 #include <courier/courier.hpp>
+#include <courier/fields.hpp>
 #include <courier/net/local_context.hpp>
 #include <courier/net/node.hpp>
 #include <courier/net/options.hpp>
@@ -15,13 +16,24 @@
 #include <courier/net/signals.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace wire = courier::wire;
 
 namespace {
+
+// MUL_, a typed service beside the dynamic ones: the struct names the token and the fields, the
+// codec reads them and writes the returned value, and reflection reports both (with the names).
+struct multiply {
+  static constexpr courier::token token{"MUL_"};
+  static constexpr std::string_view courier_description = "multiplies; an overflow is an ERROR";
+  std::int64_t a = 0, b = 0;
+  COURIER_FIELDS(a, b);
+};
 
 // Copies the next item (a list with everything in it) from the call to the reply; false at the end
 // of the items or of a list.
@@ -82,6 +94,12 @@ std::shared_ptr<const courier::net::service_table> services(std::shared_ptr<std:
      }
      call.fail(courier::error(courier::errc::invalid_argument, "SUM_ takes a list of int64"));
    }, {"(list of int64 values)", "int64", "adds them up"});
+  table->on([](const multiply& m) -> courier::result<std::int64_t> {
+    std::int64_t product = 0;
+    if (__builtin_mul_overflow(m.a, m.b, &product))
+      return courier::error(courier::errc::invalid_argument, "MUL_: the product overflows int64");
+    return product;
+  });
   // Child contexts (courier-call --context NAME): each child the client opens gets its own table,
   // with a counter of its own and its name.
   table->children([](courier::token kind, std::string_view name) -> std::shared_ptr<const courier::net::service_table> {

@@ -290,9 +290,17 @@ TEST_CASE("remote ask from a plain thread allocates nothing per call in steady s
 
 namespace {
 
-// ADD_ as a dynamic service: two int32 read in place, their sum written into the reply.
-std::shared_ptr<courier::net::service_table> adder_services() {
+// ADD_ in a service table: as a dynamic service (two int32 read in place, their sum written into
+// the reply) or as a typed one (service_table::on: the message struct read, its sum returned).
+enum class adder_kind { dynamic, typed };
+const char* name_of(adder_kind k) { return k == adder_kind::typed ? "typed service (on)" : "dynamic service (add)"; }
+
+std::shared_ptr<courier::net::service_table> adder_services(adder_kind kind = adder_kind::dynamic) {
   auto services = std::make_shared<courier::net::service_table>();
+  if (kind == adder_kind::typed) {
+    services->on([](const add& m) { return m.a + m.b; });
+    return services;
+  }
   services->add(courier::token("ADD_"), [](courier::net::incoming& call) {
     const auto a = call.read<std::int32_t>();
     const auto b = call.read<std::int32_t>();
@@ -334,14 +342,15 @@ struct adder_calls {
 
 }  // namespace
 
-TEST_CASE("a dynamic service's call allocates nothing in steady state, typed or by token: items read in place",
+TEST_CASE("a service table's call allocates nothing in steady state, dynamic or typed service, from a typed ref or by token",
           "[net][allocation][services]") {
   courier_test::watchdog wd{"net allocation: dynamic", 60s};
+  const auto kind = GENERATE(adder_kind::dynamic, adder_kind::typed);
   for (auto where : {uds_endpoint(), tcp_endpoint()}) {
-    INFO("transport: " << name_of(where));
+    INFO("transport: " << name_of(where) << ", " << name_of(kind));
     courier::system server_sys;
     courier::net::node server_net{server_sys};
-    auto services = adder_services();
+    auto services = adder_services(kind);
     courier::net::connection_config cfg;
     cfg.ping_interval = 200ms;
     auto s = server_net.serve(services, where, cfg);
@@ -388,8 +397,10 @@ TEST_CASE("a dynamic service's call allocates nothing in steady state, typed or 
 TEST_CASE("a local context call (serve_locally) allocates nothing in steady state: wait and callback",
           "[net][allocation][contexts][local]") {
   courier_test::watchdog wd{"net allocation: local context", 60s};
+  const auto kind = GENERATE(adder_kind::dynamic, adder_kind::typed);
+  INFO(name_of(kind));
   courier::system sys;
-  auto services = adder_services();
+  auto services = adder_services(kind);
   auto ctx = courier::net::serve_locally(sys, services);
   adder_calls calls{ctx};
   auto both = [&](std::int32_t i) { calls.both(i); };

@@ -128,6 +128,7 @@ services_list='HELO (string name) -> string  says hello
 ELST (?) -> ?  echoes its items back, whatever they are
 BACK () -> string  calls the client'"'"'s NAME service back and greets it by that name
 SUM_ (list of int64 values) -> int64  adds them up
+MUL_ (int64 a, int64 b) -> int64  multiplies; an overflow is an ERROR
 HOWM () -> int64  how many hellos were said'
 expect 0 "$services_list" --list @ "$bin/courier-services-server"
 expect 0 "hello, world" HELO world @ "$bin/courier-services-server"
@@ -136,6 +137,8 @@ two
 [3.5, true]" ELST i32:1 str:two 'list:[f64:3.5,bool:true]' @ "$bin/courier-services-server"
 expect 0 '{"result":[7,"00ff"],"token":"ELST"}' --json ELST u64:7 bin:00ff @ "$bin/courier-services-server"
 expect 0 "6" SUM_ '[1,2,3]' @ "$bin/courier-services-server"
+expect 0 "42" MUL_ 6 7 @ "$bin/courier-services-server"
+expect_error 1 "MUL_: the product overflows int64" MUL_ 4611686018427387904 2 @ "$bin/courier-services-server"
 # BACK calls its client back; courier-call serves nothing, so the server's call fails, and so BACK.
 expect_error 1 "courier-call serves nothing" BACK @ "$bin/courier-services-server"
 expect_error 2 "'x' is not of type int64" SUM_ '[1,x]' @ "$bin/courier-services-server"

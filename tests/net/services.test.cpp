@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "courier/fields.hpp"
+#include "courier/net/local_context.hpp"
 #include "courier/net/node.hpp"
 #include "courier/system.hpp"
 #include "watchdog.hpp"
@@ -242,4 +243,138 @@ TEST_CASE("many deferred and immediate dynamic calls at once are each answered o
   while (done.load() < 2 * calls && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(5ms);
   CHECK(right.load() == 2 * calls);
   CHECK(wrong.load() == 0);
+}
+
+namespace {
+
+// Typed services registered in a table (service_table::on), beside a dynamic one.
+struct add {
+  static constexpr courier::token token{"ADD_"};
+  static constexpr std::string_view courier_description = "a + b";
+  std::int32_t a = 0, b = 0;
+  COURIER_FIELDS(a, b);
+};
+struct divide {
+  static constexpr courier::token token{"DIV_"};
+  std::int32_t a = 0, b = 0;
+  COURIER_FIELDS(a, b);
+};
+struct note {
+  static constexpr courier::token token{"NOTE"};
+  std::int32_t amount = 0;
+  COURIER_FIELDS(amount);
+};
+struct noted {
+  static constexpr courier::token token{"NTED"};
+  COURIER_FIELDS();
+};
+using typed_api = courier::interface<std::int32_t(add), std::int32_t(divide), void(note), std::int32_t(noted),
+                                     std::string(hello)>;
+
+std::shared_ptr<net::service_table> mixed_services(std::atomic<int>& notes) {
+  auto t = std::make_shared<net::service_table>();
+  t->on([](const add& m) { return m.a + m.b; });
+  t->on([](const divide& m) -> courier::result<std::int32_t> {
+    if (m.b == 0) return courier::error(errc::invalid_argument, "divide by zero");
+    return m.a / m.b;
+  });
+  t->on([&notes](const note& m) { notes.fetch_add(m.amount); });
+  t->on([&notes](const noted&) { return std::int32_t{notes.load()}; });
+  t->add(courier::token("HELO"), [](net::incoming& call) {
+    auto name = call.read<std::string_view>();
+    if (name) call.reply().add("hello " + std::string(*name));
+  });
+  return t;
+}
+
+// The same checks through any context_ref (a remote parent, a local context): typed services by
+// token, a wrong argument, reflection.
+void check_typed_by_token(const net::context_ref& ctx) {
+  auto sum = ctx.call_wait(courier::token("ADD_"), net::args(std::int32_t{2}, std::int32_t{40}), 5s);
+  REQUIRE(sum);
+  CHECK(sum->items().read<std::int32_t>().value_or(-1) == 42);
+  auto by_zero = ctx.call_wait(courier::token("DIV_"), net::args(std::int32_t{1}, std::int32_t{0}), 5s);
+  REQUIRE_FALSE(by_zero);
+  CHECK(by_zero.err() == errc::invalid_argument);
+  CHECK(by_zero.err().text == "divide by zero");
+  auto wrong = ctx.call_wait(courier::token("ADD_"), net::args(std::int32_t{2}, std::string_view("x")), 5s);
+  REQUIRE_FALSE(wrong);
+  CHECK(wrong.err().code == wire::make_error_code(wire::errc::type_mismatch));
+  INFO(wrong.err().text);
+  CHECK(wrong.err().text.find("argument 2") != std::string::npos);
+  CHECK(wrong.err().text.find("int32") != std::string::npos);
+  auto short_of_one = ctx.call_wait(courier::token("ADD_"), net::args(std::int32_t{2}), 5s);
+  REQUIRE_FALSE(short_of_one);
+  CHECK(short_of_one.err().code == wire::make_error_code(wire::errc::no_more_items));
+  auto extra = ctx.call_wait(courier::token("ADD_"), net::args(std::int32_t{2}, std::int32_t{3}, true), 5s);
+  REQUIRE_FALSE(extra);
+  CHECK(extra.err().code == wire::make_error_code(wire::errc::trailing_items));
+  CHECK(ctx.send(courier::token("NOTE"), net::args(std::int32_t{5})));
+  auto seen = ctx.call_wait(courier::token("NTED"), {}, 5s);  // behind the send, in order
+  REQUIRE(seen);
+  CHECK(seen->items().read<std::int32_t>().value_or(-1) == 5);
+
+  auto listed = ctx.services(5s);
+  REQUIRE(listed);
+  bool add_listed = false, note_listed = false, hello_listed = false;
+  for (const auto& s : *listed) {
+    if (s.token == courier::token("ADD_")) {
+      add_listed = true;
+      CHECK(s.returns);
+      CHECK(s.arguments == "(int32 a, int32 b)");
+      CHECK(s.result == "int32");
+      CHECK(s.description == "a + b");
+    } else if (s.token == courier::token("NOTE")) {
+      note_listed = true;
+      CHECK_FALSE(s.returns);
+      CHECK(s.arguments == "(int32 amount)");
+    } else if (s.token == courier::token("HELO")) {
+      hello_listed = true;
+    }
+  }
+  CHECK(add_listed);
+  CHECK(note_listed);
+  CHECK(hello_listed);
+}
+
+}  // namespace
+
+TEST_CASE("typed services in a table: a typed client and a call by token reach the same handler, remotely and locally",
+          "[net][services][typed]") {
+  courier_test::watchdog wd("typed services in a table", 30s);
+  std::atomic<int> notes{0};
+  courier::system sys;
+  net::node node{sys};
+  const auto services = mixed_services(notes);
+  const auto where = uds_at("typed");
+  REQUIRE(node.serve(services, where));
+
+  SECTION("a typed client: the table is the server of its interface") {
+    client<typed_api> c(where);
+    auto sum = c.ref.ask(add{20, 22}, 5s);
+    REQUIRE(sum);
+    CHECK(*sum == 42);
+    auto by_zero = c.ref.ask(divide{1, 0}, 5s);
+    REQUIRE_FALSE(by_zero);
+    CHECK(by_zero.err() == errc::invalid_argument);
+    CHECK(by_zero.err().text == "divide by zero");
+    CHECK(c.ref.send(note{3}));
+    CHECK(c.ref.send(note{4}));
+    auto seen = c.ref.ask(noted{}, 5s);
+    REQUIRE(seen);
+    CHECK(*seen == 7);
+    auto greeting = c.ref.ask(hello{"typed"}, 5s);  // the dynamic service of the same table
+    REQUIRE(greeting);
+    CHECK(*greeting == "hello typed");
+  }
+  SECTION("by token, over uds") {
+    courier::system client_sys;
+    net::node client_node{client_sys};
+    auto ctx = client_node.connect(where);
+    REQUIRE(ctx);
+    check_typed_by_token(*ctx);
+  }
+  SECTION("by token, locally") {
+    check_typed_by_token(net::serve_locally(sys, services));
+  }
 }

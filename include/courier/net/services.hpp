@@ -8,6 +8,7 @@
 ///       auto name = call.read<std::string_view>();   // a wrong item type fails the call, naming it
 ///       if (name) call.reply().add("hello " + std::string(*name));
 ///     }, {"(string name)", "string", "says hello"});
+///     services.on([](const calc::add& m) { return m.a + m.b; });   // a typed service, by its struct
 ///     net.serve(services, where);
 ///
 /// A handler runs in its connection's turn, on the worker that runs the connection; it must not
@@ -15,7 +16,9 @@
 /// by fail(error), or later by defer(): a deferred_reply answers from any thread. A wrong argument
 /// (read<T>() of another item type, too few items, items left over) fails the call with the codec's
 /// code, naming the expected and the actual item type and the argument's position. A table may
-/// also have a catch-all (otherwise()) for tokens it has no entry for.
+/// also have a catch-all (otherwise()) for tokens it has no entry for. A typed service (on()) is
+/// one whose handler takes the message struct and returns its reply: the codec reads and writes
+/// the items, and a typed client (connect<I>) calls it as it calls a typed server.
 ///
 /// Thread-safety: a service_table is filled before it is served and read-only afterwards (shared by
 /// every connection that serves it). incoming is used by its handler only, in that call. A
@@ -29,6 +32,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -40,6 +45,8 @@
 #include "courier/token.hpp"
 #include "courier/wire/decoder.hpp"
 #include "courier/wire/encoder.hpp"
+#include "courier/wire/message.hpp"
+#include "courier/wire/signature.hpp"
 
 namespace courier::net {
 
@@ -56,6 +63,43 @@ struct deferred_answer {
   std::shared_ptr<wire::out_buffer> items;  // one frame whose items are the reply's; null: `failure`
   courier::error failure;
 };
+
+/// What a typed service's handler takes and returns: `R(const M&)`, a lambda or a function.
+template <class F>
+struct typed_service : typed_service<decltype(&F::operator())> {};
+template <class C, class R, class A>
+struct typed_service<R (C::*)(A) const> {
+  using message = std::remove_cvref_t<A>;
+  using returned = R;
+};
+template <class C, class R, class A>
+struct typed_service<R (C::*)(A)> : typed_service<R (C::*)(A) const> {};
+template <class R, class A>
+struct typed_service<R (*)(A)> {
+  using message = std::remove_cvref_t<A>;
+  using returned = R;
+};
+
+/// The reply a typed handler's return type stands for: courier::result<T> answers T or fails.
+template <class R>
+struct typed_reply {
+  using type = R;
+};
+template <class T>
+struct typed_reply<courier::result<T>> {
+  using type = T;
+};
+
+/// Writes a typed reply as the wire writes a typed server's: a record's fields spread as top-level
+/// items, any other value as one item.
+template <class R>
+void write_typed_reply(wire::frame_writer& w, const R& value) {
+  if constexpr (wire::has_fields<R>) {
+    std::apply([&w](const auto&... f) { (wire::detail::write_value(w, f), ...); }, value.fields());
+  } else {
+    wire::detail::write_value(w, value);
+  }
+}
 
 }  // namespace detail
 
@@ -99,6 +143,16 @@ class service_table {
     entries_.push_back({token, std::move(handler), std::move(signature)});
     return *this;
   }
+  /// Registers a typed service: `handler` takes a message struct (its token and its fields, as
+  /// on() of a typed actor does) and returns the reply: a value, void for none (a one-way service),
+  /// or courier::result<T> to fail the call. The arguments are read into the struct by the codec
+  /// (a field that does not fit fails the call, naming its position and both item types), and
+  /// reflection reports the struct's signature, field names and description: the same service a
+  /// typed server serves, called the same way by a typed client or by token.
+  ///
+  ///     services.on([](const calc::add& a) { return a.a + a.b; });
+  template <class Handler>
+  service_table& on(Handler handler);
   /// The handler for tokens the table has no entry for (not listed by reflection).
   service_table& otherwise(service_handler handler) {
     fallback_ = std::move(handler);
@@ -232,6 +286,16 @@ class incoming {
     note_fault(v.err());
     return fault_;
   }
+  /// The arguments as message struct M, one item per field in order; a field that does not fit
+  /// fails the call as read<T> does (its position is the field's).
+  template <class M>
+  courier::result<M> read_message() {
+    M msg{};
+    bool ok = true;
+    std::apply([&](auto&... field) { ((ok = ok && read_field(field)), ...); }, msg.fields());
+    if (!ok) return fault_;
+    return msg;
+  }
   /// The arguments as the codec reads them (lists: begin_list / end_list), for what read<T> lacks.
   [[nodiscard]] wire::reader& items() noexcept { return items_; }
   /// Whether arguments are left unread (a call whose handler returns with some fails with
@@ -315,6 +379,14 @@ class incoming {
   }
 
  private:
+  template <class T>
+  bool read_field(T& value) {
+    ++position_;
+    wire::error e;
+    if (wire::detail::read_value(items_, value, e)) return true;
+    note_fault(e);
+    return false;
+  }
   void note_fault(const wire::error& e) {
     if (fault_) return;
     fault_ = courier::error(wire::make_error_code(e.code),
@@ -336,5 +408,37 @@ class incoming {
   std::optional<courier::error> failure_;
   bool deferred_ = false;
 };
+
+template <class Handler>
+service_table& service_table::on(Handler handler) {
+  using traits = detail::typed_service<Handler>;
+  using message = typename traits::message;
+  using returned = typename traits::returned;
+  using reply = typename detail::typed_reply<returned>::type;
+  static_assert(wire::message<message>,
+                "service_table::on: the handler takes a message struct (a token and fields(), see courier/wire/message.hpp)");
+  static_assert(!wire::views_frame<message>,
+                "service_table::on: a typed service's fields own their bytes (std::string, not std::string_view)");
+  constexpr bool returns = !std::is_void_v<reply> && !std::is_same_v<reply, courier::unit>;
+  using reported = std::conditional_t<returns, reply, courier::unit>;
+  service_signature signature{wire::arguments_signature<message>(), wire::result_signature<reported>(),
+                              std::string(wire::description_of<message>()), returns};
+  return add(courier::token(message::token), [h = std::move(handler)](incoming& call) {
+    auto msg = call.read_message<message>();
+    if (!msg) return;  // the call fails with the field that did not fit
+    if constexpr (courier::detail::is_result<returned>) {
+      auto r = h(std::as_const(*msg));
+      if (!r) return call.fail(r.err());
+      if constexpr (returns) {
+        if (!call.one_way()) detail::write_typed_reply(call.reply(), *r);
+      }
+    } else if constexpr (returns) {
+      auto r = h(std::as_const(*msg));
+      if (!call.one_way()) detail::write_typed_reply(call.reply(), r);
+    } else {
+      (void)h(std::as_const(*msg));  // nothing to answer (void, courier::unit)
+    }
+  }, std::move(signature));
+}
 
 }  // namespace courier::net
