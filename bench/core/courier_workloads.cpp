@@ -211,29 +211,23 @@ class ring_node : public courier::actor<ring_node, link_to, token> {
   courier::actor_ref<ring_node> next_;
 };
 
-// W8 -------------------------------------------------------------------------------------------
+// W8 and W9: one request at a time, the next sent from the reply's continuation -------------------
 
-struct w8_value {
-  std::uint64_t n;
-};
-struct w8_start {
+struct chain_start {
   std::uint64_t count;
 };
 
-class w8_server : public courier::actor<w8_server, w8_value> {
+/// Calls `Call` `count` times in a chain: `Call::next(remaining, on_reply, on_error)` makes one
+/// call whose continuation calls on_reply (or on_error), which makes the next.
+template <class Call>
+class chain_client : public courier::actor<chain_client<Call>, chain_start> {
  public:
-  std::uint64_t on(const w8_value& v) { return v.n + 1; }
-};
-
-class w8_client : public courier::actor<w8_client, w8_start> {
- public:
-  w8_client(finish_line* fl, courier::actor_ref<w8_server> server, bool with_timeout)
-      : fl_(fl), server_(std::move(server)), timeout_(with_timeout ? courier::timespan(std::chrono::seconds(1)) : courier::infinite) {}
-  void on(const w8_start& s) {
+  chain_client(finish_line* fl, Call call) : fl_(fl), call_(std::move(call)) {}
+  void on(const chain_start& s) {
     remaining_ = s.count;
     next();
   }
-  void on_stop() { server_.reset(); }
+  void on_stop() { call_ = Call{}; }  // lets the callee go with the client
   std::uint64_t failures = 0;
 
  private:
@@ -243,32 +237,31 @@ class w8_client : public courier::actor<w8_client, w8_start> {
       return;
     }
     --remaining_;
-    server_.request(w8_value{remaining_}, timeout_)
-        .then([this](std::uint64_t) { next(); }, [this](const courier::error&) { ++failures; });
+    call_.next(remaining_, [this](bool answered) {
+      if (!answered) ++failures;
+      next();
+    }, [this] { ++failures; });
   }
   finish_line* fl_;
-  courier::actor_ref<w8_server> server_;
-  courier::timespan timeout_;
+  Call call_;
   std::uint64_t remaining_ = 0;
 };
 
-}  // namespace
-
-result w8_request(std::size_t n, bool with_timeout) {
-  courier::system sys;
-  auto server = sys.spawn<w8_server>();
-  // Warm-up: the pool's size classes for requests, replies and pending records.
+/// A chain of `n` calls by a fresh client, after a shorter one that warms the pool's size classes
+/// (requests, replies, pending records): calls per second and heap events per call.
+template <class Call>
+result run_chain(courier::system& sys, std::size_t n, const Call& call) {
   {
     finish_line warm;
-    auto client = sys.spawn<w8_client>(&warm, server, with_timeout);
-    client.send(w8_start{std::min<std::uint64_t>(n / 10 + 1, 10'000)});
+    auto client = sys.spawn<chain_client<Call>>(&warm, call);
+    client.send(chain_start{std::min<std::uint64_t>(n / 10 + 1, 10'000)});
     if (!warm.wait()) return {};
   }
   finish_line fl;
-  auto client = sys.spawn<w8_client>(&fl, server, with_timeout);
+  auto client = sys.spawn<chain_client<Call>>(&fl, call);
   auto events = heap_events();
   auto t0 = clock_type::now();
-  client.send(w8_start{n});
+  client.send(chain_start{n});
   if (!fl.wait()) return {};
   result r;
   r.ops_per_s = rate(n, fl.seconds_since(t0));
@@ -276,47 +269,47 @@ result w8_request(std::size_t n, bool with_timeout) {
   return r;
 }
 
-// W9 -------------------------------------------------------------------------------------------
-
-namespace {
-
-struct w9_start {
-  std::uint64_t count;
+// W8: an actor's request to a typed actor.
+struct w8_value {
+  std::uint64_t n;
 };
 
-// W8's client, calling by token: ADD_ through a context_ref, its reply's items read in place.
-class w9_client : public courier::actor<w9_client, w9_start> {
+class w8_server : public courier::actor<w8_server, w8_value> {
  public:
-  w9_client(finish_line* fl, courier::net::context_ref ctx) : fl_(fl), ctx_(std::move(ctx)) {}
-  void on(const w9_start& s) {
-    remaining_ = s.count;
-    next();
-  }
-  void on_stop() { ctx_ = {}; }
-  std::uint64_t failures = 0;
+  std::uint64_t on(const w8_value& v) { return v.n + 1; }
+};
 
- private:
-  void next() {
-    if (remaining_ == 0) {
-      fl_->finish();
-      return;
-    }
-    --remaining_;
-    ctx_.call(courier::token("ADD_"), courier::net::args(remaining_, std::uint64_t{1}))
-        .then(
-            [this](const courier::wire::items_ref& reply) {
-              auto items = reply.items();
-              if (!items.read<std::uint64_t>()) ++failures;
-              next();
-            },
-            [this](const courier::error&) { ++failures; });
+struct w8_call {
+  courier::actor_ref<w8_server> server;
+  courier::timespan timeout = courier::infinite;
+  template <class Reply, class Fail>
+  void next(std::uint64_t i, Reply on_reply, Fail on_error) {
+    server.request(w8_value{i}, timeout).then([on_reply](std::uint64_t) { on_reply(true); }, [on_error](const courier::error&) { on_error(); });
   }
-  finish_line* fl_;
-  courier::net::context_ref ctx_;
-  std::uint64_t remaining_ = 0;
+};
+
+// W9: the same chain calling by token, ADD_ through a context_ref, its reply's items read in place.
+struct w9_call {
+  courier::net::context_ref ctx;
+  template <class Reply, class Fail>
+  void next(std::uint64_t i, Reply on_reply, Fail on_error) {
+    ctx.call(courier::token("ADD_"), courier::net::args(i, std::uint64_t{1}))
+        .then(
+            [on_reply](const courier::wire::items_ref& reply) {
+              auto items = reply.items();
+              on_reply(static_cast<bool>(items.read<std::uint64_t>()));
+            },
+            [on_error](const courier::error&) { on_error(); });
+  }
 };
 
 }  // namespace
+
+result w8_request(std::size_t n, bool with_timeout) {
+  courier::system sys;
+  const auto timeout = with_timeout ? courier::timespan(std::chrono::seconds(1)) : courier::infinite;
+  return run_chain(sys, n, w8_call{sys.spawn<w8_server>(), timeout});
+}
 
 result w9_local_context(std::size_t n) {
   courier::system sys;
@@ -326,23 +319,7 @@ result w9_local_context(std::size_t n) {
     auto b = call.read<std::uint64_t>();
     if (a && b) call.reply().add(*a + *b);
   });
-  auto ctx = courier::net::serve_locally(sys, services);
-  {
-    finish_line warm;
-    auto client = sys.spawn<w9_client>(&warm, ctx);
-    client.send(w9_start{std::min<std::uint64_t>(n / 10 + 1, 10'000)});
-    if (!warm.wait()) return {};
-  }
-  finish_line fl;
-  auto client = sys.spawn<w9_client>(&fl, ctx);
-  auto events = heap_events();
-  auto t0 = clock_type::now();
-  client.send(w9_start{n});
-  if (!fl.wait()) return {};
-  result r;
-  r.ops_per_s = rate(n, fl.seconds_since(t0));
-  r.allocations_per_op = static_cast<double>(heap_events() - events) / static_cast<double>(n);
-  return r;
+  return run_chain(sys, n, w9_call{courier::net::serve_locally(sys, services)});
 }
 
 result w1_self_send(std::size_t n) {
