@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -89,22 +90,24 @@ inline std::string machine_description() {
   return cpu + " | " + std::to_string(cores) + " cores | " + kernel;
 }
 
-/// The command line both benchmark drivers take (CLI11): [--quick] [--runs N] [--only W6|W8|W9].
-/// --quick is the CI smoke run: sizes / 100 and one run unless --runs says otherwise.
+/// The command line every benchmark takes (CLI11): [--quick] [--runs N], plus the program's own
+/// options, which `extra` adds to the same parser (--only, say). --quick is the CI smoke run:
+/// smaller sizes and one run unless --runs says otherwise. scripts/run hands every benchmark the
+/// same line, so each takes --only, and one that names none of its figures says so and runs nothing.
 struct options {
   bool quick = false;
   int runs = 5;
   bool ok = true;    ///< false after printing why (or the help, asked for): exit with exit_code
   int exit_code = 0;
-  std::string only;  ///< --only W6, W8 or W9: run just that workload; empty: all
 };
 
-inline options parse_options(int argc, char** argv) {
+inline options parse_options(int argc, char** argv, const std::string& description,
+                             const std::function<void(CLI::App&)>& extra = {}) {
   options o;
-  CLI::App app{"Courier against CAF 0.17 on the same workloads, in the same run"};
-  app.add_flag("--quick", o.quick, "the CI smoke run: sizes / 100, one run");
+  CLI::App app{description};
+  app.add_flag("--quick", o.quick, "the CI smoke run: smaller sizes, one run");
   auto* runs = app.add_option("--runs", o.runs, "runs per figure (the median is printed)")->check(CLI::PositiveNumber);
-  app.add_option("--only", o.only, "run just this workload")->check(CLI::IsMember({"W6", "W8", "W9"}));
+  if (extra) extra(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

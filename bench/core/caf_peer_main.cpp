@@ -24,7 +24,7 @@ void line(const char* name, double ops, const char* unit_ns) {
 } // namespace
 
 int main(int argc, char** argv) {
-  const auto opts = courier_bench::parse_options(argc, argv);
+  const auto opts = courier_bench::parse_options(argc, argv, "CAF 0.17 on courier-bench's workloads, alone");
   if (!opts.ok) return opts.exit_code;
   const bool quick = opts.quick;
   const int runs = opts.runs;

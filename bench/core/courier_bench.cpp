@@ -124,23 +124,31 @@ void w9_line(int runs, std::size_t calls) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const auto opts = courier_bench::parse_options(argc, argv);
+  std::string only;
+  const auto opts = courier_bench::parse_options(argc, argv, "Courier against CAF 0.17 on the same workloads, in the same run",
+                                                 [&](CLI::App& app) {
+                                                   app.add_option("--only", only, "run just this workload (W6, W8, W9)");
+                                                 });
   if (!opts.ok) return opts.exit_code;
+  if (!only.empty() && only != "W6" && only != "W8" && only != "W9") {
+    std::printf("courier-bench: --only %s names no workload of this benchmark (W6, W8, W9)\n", only.c_str());
+    return 0;
+  }
   const bool quick = opts.quick;
   const int runs = opts.runs;
   const auto n = courier_bench::workload_sizes::for_run(quick);
 
   std::printf("machine: %s\n", courier_bench::machine_description().c_str());
   std::printf("mode: %s, median of %d run(s) per figure\n", quick ? "quick" : "full", runs);
-  if (opts.only == "W8") {
+  if (only == "W8") {
     w8_line(runs, n.w8_requests);
     return 0;
   }
-  if (opts.only == "W9") {
+  if (only == "W9") {
     w9_line(runs, n.w8_requests);
     return 0;
   }
-  if (opts.only == "W6") {
+  if (only == "W6") {
     w6_line(runs, n.w6_leaves);
     return 0;
   }

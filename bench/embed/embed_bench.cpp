@@ -505,15 +505,10 @@ void courier_line(const char* name, std::size_t connections, const series& s) {
 
 int main(int argc, char** argv) {
   std::string only;
-  std::vector<char*> args{argv[0]};
-  for (int i = 1; i < argc; ++i) {  // --only is ours (E1|E2); the rest is bench_util's
-    if (std::string(argv[i]) == "--only" && i + 1 < argc) {
-      only = argv[++i];
-    } else {
-      args.push_back(argv[i]);
-    }
-  }
-  const auto opts = courier_bench::parse_options(static_cast<int>(args.size()), args.data());
+  const auto opts = courier_bench::parse_options(argc, argv, "Courier inside an asio server, against the same server without it",
+                                                 [&](CLI::App& app) {
+                                                   app.add_option("--only", only, "run just this figure (E1, E2)");
+                                                 });
   if (!opts.ok) return opts.exit_code;
   if (!only.empty() && only != "E1" && only != "E2") {  // scripts/run hands every bench the same line
     std::printf("courier-embed-bench: --only %s names no figure of this benchmark (E1, E2)\n", only.c_str());

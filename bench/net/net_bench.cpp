@@ -1080,27 +1080,26 @@ int main(int argc, char** argv) {
   std::string only;
   std::string cpus;
   bool pin = false;
-  std::vector<char*> args{argv[0]};
-  for (int i = 1; i < argc; ++i) {  // --quick and --runs go to bench_util
-    const std::string a = argv[i];
-    if (a == "--only" && i + 1 < argc) {
-      only = argv[++i];
-    } else if (a == "--cpus" && i + 1 < argc) {
-      cpus = argv[++i];
-    } else if (a == "--pin") {
-      pin = true;
-    } else if (a == "--no-pin") {  // the default; kept so older command lines still work
-      pin = false;
-    } else if (a == "--quick" || (a == "--runs" && i + 1 < argc)) {
-      args.push_back(argv[i]);
-      if (a == "--runs") args.push_back(argv[++i]);
-    } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--runs N] [--only pipe|uds|tcp|ipc|zmq|raw|courier|<figure>] [--pin | --cpus C,S]\n",
-                   argv[0]);
-      return 2;
-    }
-  }
-  const auto opts = courier_bench::parse_options(static_cast<int>(args.size()), args.data());
+  bool no_pin = false;
+  const auto opts = courier_bench::parse_options(
+      argc, argv, "Courier's calls over pipe, uds and tcp beside the raw limits of the same sockets and ZeroMQ",
+      [&](CLI::App& app) {
+        app.add_option("--only", only, "run just the figures this names: pipe, uds, tcp, ipc, zmq, raw, courier, or a figure");
+        auto* cpus_option =
+            app.add_option("--cpus", cpus, "the client's and the server's CPU, CLIENT,SERVER (0,0: both on one)")
+                ->check(CLI::Validator(
+                    [](std::string& v) -> std::string {
+                      int client = -1, server = -1;
+                      char rest = 0;
+                      if (std::sscanf(v.c_str(), "%d,%d%c", &client, &server, &rest) == 2 && client >= 0 && server >= 0)
+                        return {};
+                      return "wants CLIENT,SERVER (two CPU numbers, e.g. 0,1), got '" + v + "'";
+                    },
+                    "CLIENT,SERVER"));
+        auto* pin_flag =
+            app.add_flag("--pin", pin, "place the two processes on two CPUs of this machine's choosing")->excludes(cpus_option);
+        app.add_flag("--no-pin", no_pin, "leave both processes to the scheduler (the default)")->excludes(pin_flag);
+      });
   if (!opts.ok) return opts.exit_code;
 
   std::vector<figure> chosen;
@@ -1119,10 +1118,7 @@ int main(int argc, char** argv) {
     c.where.client_cpu = c.where.server_cpu = -1;
   } else if (!cpus.empty()) {
     int client_cpu = -1, server_cpu = -1;
-    if (std::sscanf(cpus.c_str(), "%d,%d", &client_cpu, &server_cpu) != 2 || client_cpu < 0 || server_cpu < 0) {
-      std::fprintf(stderr, "courier-net-bench: --cpus wants CLIENT,SERVER (e.g. 0,1), got '%s'\n", cpus.c_str());
-      return 2;
-    }
+    (void)std::sscanf(cpus.c_str(), "%d,%d", &client_cpu, &server_cpu);  // checked by --cpus' validator
     c.where.client_cpu = client_cpu;
     c.where.server_cpu = server_cpu;
   }

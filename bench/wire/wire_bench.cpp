@@ -1,11 +1,12 @@
 // courier-wire-bench: single-thread encode and decode throughput of a small call frame (a token plus five
 // int32 items, like the seeds' perf test), coalesced into 64 KiB buffers as a connection would write them.
 //
-// Prints exactly two result lines, the medians of 5 runs:
+// Prints a '#' line with the machine, then two result lines, the medians of 5 runs (--runs N), each
+// followed by a '#' line with its GB/s and allocations per frame (counted by the shared counting
+// operator new, tests/support):
 //   wire-encode frames_per_s=<n>
 //   wire-decode frames_per_s=<n>
-// then '#' lines with the CPU, GB/s and allocations per frame (counted by the shared counting operator new, tests/support).
-// --quick: a smoke run of well under 2 s.
+// --quick: a smoke run of well under 2 s (one run unless --runs says more); --only encode|decode.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -19,6 +20,7 @@
 
 #include "courier/wire.hpp"
 
+#include "bench_util.hpp"
 #include "counting_allocator.hpp"
 
 
@@ -57,23 +59,25 @@ run_result median(std::vector<run_result> runs) {
   return runs[runs.size() / 2];
 }
 
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  }
-  return "unknown";
-}
-
 volatile std::int64_t sink;
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  std::string only;
+  const auto opts = courier_bench::parse_options(argc, argv, "The wire codec's encode and decode on one thread",
+                                                 [&](CLI::App& app) {
+                                                   app.add_option("--only", only, "run just this figure (encode, decode)");
+                                                 });
+  if (!opts.ok) return opts.exit_code;
+  if (!only.empty() && only != "encode" && only != "decode") {  // scripts/run hands every bench the same line
+    std::printf("courier-wire-bench: --only %s names no figure of this benchmark (encode, decode)\n", only.c_str());
+    return 0;
+  }
+  const bool quick = opts.quick;
+  const bool encode_figure = only.empty() || only == "encode", decode_figure = only.empty() || only == "decode";
   const std::size_t total_frames = quick ? 2'000'000 : 50'000'000;
-  const int runs = 5;
+  const int runs = opts.runs;
 
   w::out_buffer probe;
   if (!w::encode(probe, add5{}, {w::kind::call, 1, 0})) return 1;
@@ -85,7 +89,7 @@ int main(int argc, char** argv) {
   // Encode: fill a 64 KiB buffer with frames, "write" it (here: nothing), clear it, again.
   w::out_buffer out(batch_bytes);
   std::vector<run_result> enc;
-  for (int r = 0; r < runs + 1; ++r) {
+  for (int r = 0; encode_figure && r < runs + 1; ++r) {
     auto res = measure(frames, frame_bytes, [&] {
       std::uint64_t txn = 0;
       for (std::size_t b = 0; b < batches; ++b) {
@@ -110,7 +114,7 @@ int main(int argc, char** argv) {
   const auto input = out.view();
   w::decoder dec;
   std::vector<run_result> decs;
-  for (int r = 0; r < runs + 1; ++r) {
+  for (int r = 0; decode_figure && r < runs + 1; ++r) {
     auto res = measure(frames, frame_bytes, [&] {
       std::int64_t sum = 0;
       std::size_t n = 0;
@@ -131,13 +135,17 @@ int main(int argc, char** argv) {
     if (r > 0) decs.push_back(res);
   }
 
-  const auto e = median(enc);
-  const auto d = median(decs);
-  std::printf("wire-encode frames_per_s=%.0f\n", e.frames_per_s);
-  std::printf("wire-decode frames_per_s=%.0f\n", d.frames_per_s);
-  std::printf("# cpu: %s; one thread; %zu-byte call frames (token + 5 x int32) in %zu KiB buffers%s\n",
-              cpu_model().c_str(), frame_bytes, batch_bytes / 1024, quick ? "; --quick" : "");
-  std::printf("# wire-encode: %.2f GB/s, %.3f allocations/frame\n", e.bytes_per_s / 1e9, e.allocs_per_frame);
-  std::printf("# wire-decode: %.2f GB/s, %.3f allocations/frame\n", d.bytes_per_s / 1e9, d.allocs_per_frame);
+  std::printf("# machine: %s; one thread; %zu-byte call frames (token + 5 x int32) in %zu KiB buffers; median of %d run(s)%s\n",
+              courier_bench::machine_description().c_str(), frame_bytes, batch_bytes / 1024, runs, quick ? "; --quick" : "");
+  if (encode_figure) {
+    const auto e = median(enc);
+    std::printf("wire-encode frames_per_s=%.0f\n", e.frames_per_s);
+    std::printf("# wire-encode: %.2f GB/s, %.3f allocations/frame\n", e.bytes_per_s / 1e9, e.allocs_per_frame);
+  }
+  if (decode_figure) {
+    const auto d = median(decs);
+    std::printf("wire-decode frames_per_s=%.0f\n", d.frames_per_s);
+    std::printf("# wire-decode: %.2f GB/s, %.3f allocations/frame\n", d.bytes_per_s / 1e9, d.allocs_per_frame);
+  }
   return 0;
 }
