@@ -179,6 +179,49 @@ TEST_CASE("a large frame grows its block as it arrives, and the endpoint's recei
   });
 }
 
+TEST_CASE("a frame that comes in the same read as the handshake is held to the receive memory too",
+          "[net][hardening][memory][limits]") {
+  // The handshake and the call in one write, as a client that does not wait for the server's
+  // handshake sends them: the server reads both at once, before the handshake has raised the
+  // frame size from a first frame's. A frame begun there must still grow in the connection's own
+  // block, against the endpoint's budget, and not be gathered anywhere else.
+  courier_test::watchdog wd("receive memory, frame with the handshake", 60s);
+  each_transport("memory-first-read", [](const endpoint& at) {
+    courier::net::connection_config cfg = short_config();
+    cfg.max_receive_memory = 1 << 20;
+    server srv(at, cfg);
+    {
+      raw_peer raw(srv.where);
+      (void)raw.write(raw_peer::handshake_bytes() + call_with_padding(8, 3'000'000));  // may be cut short by the close
+      std::vector<frame> seen;
+      REQUIRE(raw.wait_eof(5s, &seen));
+      REQUIRE(seen.size() == 2);  // the server's handshake, then the refusal
+      CHECK(seen[0].kind == wire::kind::handshake);
+      CHECK(seen[1].kind == wire::kind::error);
+      CHECK(seen[1].tid == 0);
+      CHECK(seen[1].code == static_cast<std::uint32_t>(wire::errc::frame_too_large));
+      CHECK(seen[1].text.find("memory") != std::string::npos);
+    }
+    REQUIRE(srv.connections_become(0));
+    {
+      // What fits is answered as if it had come later (trailing_items for its extra item).
+      raw_peer raw(srv.where);
+      REQUIRE(raw.write(raw_peer::handshake_bytes() + call_with_padding(7, 300'000)));
+      auto hello = raw.next(5s);
+      REQUIRE(hello);
+      CHECK(hello->kind == wire::kind::handshake);
+      auto answer = raw.next(5s);
+      REQUIRE(answer);
+      CHECK(answer->kind == wire::kind::error);
+      CHECK(answer->tid == 7);
+      CHECK(answer->code == static_cast<std::uint32_t>(wire::errc::trailing_items));
+    }
+    REQUIRE(srv.connections_become(0));
+    good_client good(srv.where);
+    CHECK(good.works());
+  });
+}
+
 TEST_CASE("bytes of a frame still arriving keep the peer alive", "[net][hardening][keepalive]") {
   courier_test::watchdog wd("slow frame", 60s);
   each_transport("slowframe", [](const endpoint& at) {

@@ -241,36 +241,45 @@ bool wire_stream::receive(Handler& handler, std::size_t max_bytes) {
 
 // Hands the engine every whole frame read so far, each a view into cur_. Frames are stepped over
 // by their length field alone: the engine's decoder checks each header it is given, and stops at
-// the first bad one. Only the frame left incomplete is checked here, so that a bad header goes to
-// the engine (with everything after it) as soon as its 32 bytes have arrived (docs/protocol.md),
-// rather than waiting for a body that its length may promise and never come.
+// the first bad one. The frame left incomplete is checked here, once the whole frames before it
+// have been fed: a handshake among them changes the limits it is held to (before it, a frame may
+// be no larger than a first frame). A bad header then goes to the engine (with everything after
+// it) as soon as its 32 bytes have arrived (docs/protocol.md), rather than waiting for a body that
+// its length may promise and never come; a good one waits in cur_, which grows for it against
+// the endpoint's receive memory. The engine is never given part of a frame: it would gather the
+// rest itself, outside that budget.
 template <class Handler>
 void wire_stream::deliver(Handler& handler) {
   std::size_t p = begin_;
   for (;;) {
     const std::size_t have = end_ - p;
-    if (have < wire::header_size) {
-      // Not a header yet: a peer that speaks another protocol is still told at once (bad_magic).
-      if (!wire::magic_prefix_ok(cur_->data() + p, have)) p = end_;
-      break;
-    }
+    if (have < wire::header_size) break;
     // 64-bit arithmetic: a length near 2^32 must not wrap where size_t is 32 bits.
     const std::uint64_t size =
         std::uint64_t{wire::header_size} + wire::detail::load_le<std::uint32_t>(cur_->data() + p + wire::offset::body_length);
-    if (have < size) {
-      if (!wire::parse_header(std::span<const std::byte, wire::header_size>(cur_->data() + p, wire::header_size),
-                              frame_limits()))
-        p = end_;
-      break;
-    }
+    if (have < size) break;
     p += static_cast<std::size_t>(size);
   }
-  if (p == begin_) return;
+  if (p != begin_) {
+    const std::size_t from = begin_;
+    // Handed over before the handler runs: a handler that throws ends the connection actor's turn
+    // (and the actor), so the frames after it in this chunk are not read again.
+    begin_ = p;
+    engine_.feed({cur_->data() + from, p - from}, out_, handler, arrived_);
+    after_engine_step();
+    if (finished_) return;
+  }
+  const std::size_t have = end_ - begin_;
+  if (have == 0) return;
+  const bool bad =
+      have < wire::header_size
+          ? !wire::magic_prefix_ok(cur_->data() + begin_, have)  // another protocol is told at once (bad_magic)
+          : !wire::parse_header(std::span<const std::byte, wire::header_size>(cur_->data() + begin_, wire::header_size),
+                                frame_limits());
+  if (!bad) return;
   const std::size_t from = begin_;
-  // Handed over before the handler runs: a handler that throws ends the connection actor's turn
-  // (and the actor), so the frames after it in this chunk are not read again.
-  begin_ = p;
-  engine_.feed({cur_->data() + from, p - from}, out_, handler, arrived_);
+  begin_ = end_;
+  engine_.feed({cur_->data() + from, end_ - from}, out_, handler, arrived_);
   after_engine_step();
 }
 
