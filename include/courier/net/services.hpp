@@ -41,6 +41,7 @@
 #include "courier/detail/message.hpp"
 #include "courier/error.hpp"
 #include "courier/net/context.hpp"
+#include "courier/net/detail/wire_interface.hpp"
 #include "courier/pool.hpp"
 #include "courier/token.hpp"
 #include "courier/wire/decoder.hpp"
@@ -89,17 +90,6 @@ template <class T>
 struct typed_reply<courier::result<T>> {
   using type = T;
 };
-
-/// Writes a typed reply as the wire writes a typed server's: a record's fields spread as top-level
-/// items, any other value as one item.
-template <class R>
-void write_typed_reply(wire::frame_writer& w, const R& value) {
-  if constexpr (wire::has_fields<R>) {
-    std::apply([&w](const auto&... f) { (wire::detail::write_value(w, f), ...); }, value.fields());
-  } else {
-    wire::detail::write_value(w, value);
-  }
-}
 
 }  // namespace detail
 
@@ -430,11 +420,11 @@ service_table& service_table::on(Handler handler) {
       auto r = h(std::as_const(*msg));
       if (!r) return call.fail(r.err());
       if constexpr (returns) {
-        if (!call.one_way()) detail::write_typed_reply(call.reply(), *r);
+        if (!call.one_way()) detail::write_reply_items(call.reply(), *r);
       }
     } else if constexpr (returns) {
       auto r = h(std::as_const(*msg));
-      if (!call.one_way()) detail::write_typed_reply(call.reply(), r);
+      if (!call.one_way()) detail::write_reply_items(call.reply(), r);
     } else {
       (void)h(std::as_const(*msg));  // nothing to answer (void, courier::unit)
     }

@@ -109,6 +109,20 @@ struct wire_interface<courier::interface<Rs(Ms)...>> {
   }
 };
 
+/// Writes a reply's value as its items: a record's fields spread as top-level items, any other
+/// value as one item (courier::unit: none).
+template <class R>
+void write_reply_items(wire::frame_writer& w, const R& value) {
+  if constexpr (std::is_same_v<R, unit>) {
+    (void)w;
+    (void)value;
+  } else if constexpr (wire::has_fields<R>) {
+    std::apply([&w](const auto&... f) { (wire::detail::write_value(w, f), ...); }, value.fields());
+  } else {
+    wire::detail::write_value(w, value);
+  }
+}
+
 /// Appends the RETURN frame of a call's reply.
 template <class R>
 [[nodiscard]] wire::result<std::size_t> encode_reply(wire::out_buffer& out, courier::token tok, std::uint64_t transaction_id,
@@ -116,13 +130,7 @@ template <class R>
                                                      const wire::limits& lim = wire::limits{}) {
   wire::frame_writer w(out, wire::frame_header{wire::protocol_version, wire::kind::reply, 0, 0, tok, transaction_id, context_id},
                        lim);
-  if constexpr (std::is_same_v<R, unit>) {
-    (void)value;
-  } else if constexpr (wire::has_fields<R>) {
-    std::apply([&w](const auto&... f) { (wire::detail::write_value(w, f), ...); }, value.fields());
-  } else {
-    wire::detail::write_value(w, value);
-  }
+  write_reply_items(w, value);
   return w.finish();
 }
 
