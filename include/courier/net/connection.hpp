@@ -71,6 +71,9 @@ struct connection_config {
   /// hold for frames still arriving (a frame's block grows with the bytes received, never ahead of
   /// them); a connection whose frame would pass it is ended with a fatal ERROR. 0: no limit.
   std::size_t max_receive_memory = 0;
+  /// Server: a connection (a session) whose peer made no call or send for this long is closed in
+  /// order, and its session told so. Keepalive pings do not count. 0: never.
+  std::chrono::milliseconds idle_timeout{0};
   /// Diagnostics on stderr: 1 a line when the connection opens and when it ends (with why).
   int debug = 0;
   /// Keepalive: a ping after this much silence; the peer is dead after `dead_after_intervals`

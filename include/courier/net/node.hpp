@@ -1,6 +1,7 @@
 #pragma once
 /// @file
-/// A system's door to the network: serve an actor on an endpoint, connect to a served one.
+/// A system's door to the network: serve an actor, services or a session per connection on an
+/// endpoint; connect to a served one.
 ///
 ///     courier::system sys;
 ///     courier::net::node net(sys);                                   // after the system: goes first
@@ -55,6 +56,7 @@
 #include "courier/net/detail/live_counters.hpp"
 #include "courier/net/endpoint.hpp"
 #include "courier/net/remote.hpp"
+#include "courier/net/session.hpp"
 #include "courier/net/transport.hpp"
 #include "courier/system.hpp"
 
@@ -91,6 +93,8 @@ class node_core {
   void stop(std::chrono::milliseconds grace);
 
   std::size_t connections() const;
+  /// A new session's number: from 1, never reused while the node lives.
+  std::uint64_t next_session_id() noexcept { return next_session_.fetch_add(1, std::memory_order_relaxed) + 1; }
   /// The counters of `connection` if it is one of this node's and alive; nothing otherwise.
   std::optional<connection_counters> counters_of(const courier::detail::actor_base* connection) const;
   /// The parent context of `connection` if it is one of this node's and alive (a new reference).
@@ -129,6 +133,7 @@ class node_core {
   bool ever_connected_ = false;
   bool stopped_ = false;
   std::atomic<bool> stopping_{false};
+  std::atomic<std::uint64_t> next_session_{0};
   std::thread thread_;  // only when the system cannot poll (deterministic, or embedded with on_wake)
 };
 
@@ -312,6 +317,40 @@ class node {
       return serving{"pipe (stdin)", 0};
     }
     return serve_with(actor_ref<no_interface>{}, std::move(children), where, cfg, std::move(context));
+  }
+
+  /// Serves a session per connection (session.hpp) at `where`: each connection the server accepts
+  /// gets the session `make` returns for it (for pipe, the one connection on stdin). At most
+  /// cfg.max_connections sessions at once; cfg.idle_timeout ends idle ones.
+  courier::result<serving> serve_sessions(session_factory make, const endpoint& where, const connection_config& cfg = {}) {
+    auto factory = std::make_shared<const session_factory>(std::move(make));
+    std::weak_ptr<detail::node_core> weak = core_;
+    auto start = [weak, factory, cfg, kind = where.kind](socket sock, std::shared_ptr<detail::listener_share> share) {
+      auto core = weak.lock();
+      if (!core) return;
+      detail::session_start session{factory, detail::peer_of(sock, kind)};
+      session.peer.id = core->next_session_id();
+      core->system().template spawn<server_connection<no_interface>>(core, std::move(sock), actor_ref<no_interface>{}, cfg,
+                                                                       std::move(share), nullptr, context_ref{},
+                                                                       std::move(session));
+    };
+    if (where.kind == endpoint::kind_t::pipe) {
+      auto sock = pipe_server_socket();
+      if (!sock) return sock.err();
+      if (auto ok = make_nonblocking(sock->fd()); !ok) return ok.err();
+      start(std::move(*sock), detail::make_share(cfg));
+      return serving{"pipe (stdin)", 0};
+    }
+    auto l = net::listen(where);
+    if (!l) return l.err();
+    serving s{l->describe(), l->port()};
+    auto share = detail::make_share(cfg);
+    auto a = std::make_unique<detail::acceptor>(
+        std::move(*l), [start, share](socket sock) { start(std::move(sock), share); }, share, cfg.max_connections);
+    const int fd = a->listening().fd();
+    if (auto ok = core_->io().add(fd, EPOLLIN | EPOLLET, a.get()); !ok) return ok.err();
+    core_->keep(std::move(a));
+    return s;
   }
 
   /// Serves dynamic services per `where`: on stdin for pipe, listening otherwise.

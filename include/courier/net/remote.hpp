@@ -31,7 +31,9 @@
 /// refs.
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <memory>
 #include <new>
@@ -55,6 +57,7 @@
 #include "courier/net/transport.hpp"
 #include "courier/net/detail/wire_interface.hpp"
 #include "courier/net/services.hpp"
+#include "courier/net/session.hpp"
 #include "courier/pool.hpp"
 #include "courier/response_promise.hpp"
 
@@ -108,21 +111,26 @@ class connection
   /// The accepting side (node::serve): `share` counts this connection among its listener's and
   /// holds the receive memory budget its blocks count against; `services` are the dynamic
   /// services it serves besides In's (may be null); `context`, a context actor (serve_locally)
-  /// that serves the parent context's other calls in its own turns (may be empty).
+  /// that serves the parent context's other calls in its own turns (may be empty); `session`, the
+  /// factory whose session (session.hpp) serves the parent context instead of `services`.
   connection(std::shared_ptr<detail::node_core> node, socket sock, actor_ref<In> target, const connection_config& cfg,
              std::shared_ptr<detail::listener_share> share = nullptr,
-             std::shared_ptr<const service_table> services = nullptr, context_ref context = {})
+             std::shared_ptr<const service_table> services = nullptr, context_ref context = {},
+             std::optional<detail::session_start> session = std::nullopt)
       : detail::connection_base(std::move(node), std::move(sock), wire::role::acceptor, cfg, std::move(share)),
         target_(std::move(target)),
         services_(std::move(services)),
         context_(std::move(context)),
-        calls_(cfg.max_in_flight) {}
+        calls_(cfg.max_in_flight),
+        session_start_(std::move(session)) {}
 
   void on_start() {
     attach(std::make_unique<detail::io_link_for<connection>>(this->self()), this,
            context_map(),
            &detail::post_to_connection<detail::close_request, connection>);
     watch_child();
+    start_session();
+    last_call_ = std::chrono::steady_clock::now();
     drain();
   }
 
@@ -253,6 +261,10 @@ class connection
 
   void on(const detail::engine_tick&) {
     clock_fired();
+    if (idle_due() <= std::chrono::steady_clock::now()) {
+      idle_ended_ = true;
+      stream_.close("idle for " + std::to_string(stream_.config().idle_timeout.count()) + " ms");
+    }
     // While paused for back-pressure (the peer does not read what we send, or the served actor has
     // too many calls), or while every receive block is held, we do not read, so the peer's bytes
     // (its pongs too) wait in the socket: silence then says nothing about the peer, and the
@@ -278,6 +290,10 @@ class connection
   }
 
   void on_turn_end() {
+    if (call_seen_) {
+      call_seen_ = false;
+      if (stream_.config().idle_timeout.count() != 0) last_call_ = std::chrono::steady_clock::now();
+    }
     if (stream_.wants_write()) flush();
     if (stream_.finished()) {
       lose();  // replies still owed have nowhere to go
@@ -290,7 +306,7 @@ class connection
       if (stream_.wants_write()) flush();
     }
     withdraw_held();
-    arm_clock(this->self(), reading());
+    arm_clock(this->self(), reading(), idle_due());
   }
 
   void on_stop() {
@@ -316,6 +332,7 @@ class connection
     context_ = {};
     for (auto& [id, child] : child_contexts_) (void)child.close();
     child_contexts_.clear();
+    end_session();
   }
 
   // The engine's application frames: answers to our calls (the outbound half), calls and sends of
@@ -331,6 +348,7 @@ class connection
     }
     const bool is_call = f.kind() == wire::kind::call;
     if (!is_call && f.kind() != wire::kind::send) return;
+    call_seen_ = true;
     if (context_ && f.context_id() == 0 && (!serves || table::find(f.token()) == table::size)) {
       forward_to_context(context_, f, is_call);
       return;
@@ -739,6 +757,54 @@ class connection
       child_ended(id);
   }
 
+  // The session's factory makes the parent context's services for this connection, with its
+  // peer and a ref to the client's side. A factory that throws ends the connection at once.
+  void start_session() {
+    if (!session_start_) return;
+    detail::session_start start = std::move(*session_start_);
+    session_start_.reset();
+    try {
+      session s = (*start.make)(start.peer, context_ref(self_as_context(), 0));
+      services_ = std::move(s.services);
+      session_end_ = std::move(s.on_end);
+      session_owned_ = std::move(s.owned);
+    } catch (const std::exception& e) {
+      stream_.fail(courier::error(errc::handler_failed, std::string("the session could not start: ") + e.what()));
+    } catch (...) {
+      stream_.fail(courier::error(errc::handler_failed, "the session could not start"));
+    }
+  }
+
+  // The connection ended: the session hears why, its actors stop (the last owned first), and its
+  // services go (with the state they capture, refs to this connection among it).
+  void end_session() noexcept {
+    if (session_end_) {
+      courier::error reason = stream_.finished() ? detail::exit_reason_of(why())
+                                                 : courier::error(errc::connection_lost, "the connection was stopped");
+      if (idle_ended_)
+        reason = courier::error(errc::connection_lost, "the session was idle for " +
+                                                           std::to_string(stream_.config().idle_timeout.count()) +
+                                                           " ms and was closed");
+      try {
+        std::exchange(session_end_, nullptr)(reason);
+      } catch (...) {  // the session is over either way
+      }
+    }
+    for (auto it = session_owned_.rbegin(); it != session_owned_.rend(); ++it) (*it)();
+    session_owned_.clear();
+    services_.reset();
+    child_services_.clear();
+  }
+
+  // When the session counts as idle (connection_config::idle_timeout): its client's last call or
+  // send and the time-out after it; never while closing, or with no time-out.
+  std::chrono::steady_clock::time_point idle_due() noexcept {
+    const auto limit = stream_.config().idle_timeout;
+    if (limit.count() == 0 || stream_.engine().side() != wire::role::acceptor || !stream_.open_for_calls())
+      return std::chrono::steady_clock::time_point::max();
+    return last_call_ + limit;
+  }
+
   template <std::size_t P>
   void dispatch(const wire::frame_view& f, bool is_call) {
     using M = typename table::template message_at<P>;
@@ -837,6 +903,12 @@ class connection
   bool lost_ = false;
   bool stopped_ = false;  // the stop is queued (finish_lose)
   bool paused_ = false;   // back-pressure: the socket is left unread
+  std::optional<detail::session_start> session_start_;  // until on_start makes the session
+  std::function<void(const courier::error&)> session_end_;
+  std::vector<std::function<void()>> session_owned_;  // stops the session's actors
+  std::chrono::steady_clock::time_point last_call_{};  // the peer's last call or send (idle_timeout)
+  bool call_seen_ = false;  // a call or send came in this turn
+  bool idle_ended_ = false;
 };
 
 /// The connecting side of a connection that only calls: implements `I` by forwarding to the peer.

@@ -8,7 +8,9 @@
 /// Thread-safety: io_link is touched by the reactor's thread and the actor (atomics); the rest only
 /// in the actor's turns.
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <future>
 #include <memory>
@@ -157,10 +159,12 @@ class connection_base {
 
   /// Keeps one engine_tick on its way, due at the connection's next deadline: a tick already
   /// armed for that time or earlier stays (one that fires early only re-arms). Called at the end
-  /// of every turn, so a deadline that moved closer (a close started) is armed at once.
+  /// of every turn, so a deadline that moved closer (a close started) is armed at once. `also`
+  /// is a deadline of the connection's own (a session's idle time).
   template <class Conn>
-  void arm_clock(const actor_ref<Conn>& self, bool reading) {
-    const auto due = stream_.next_deadline(reading);
+  void arm_clock(const actor_ref<Conn>& self, bool reading,
+                 std::chrono::steady_clock::time_point also = std::chrono::steady_clock::time_point::max()) {
+    const auto due = std::min(stream_.next_deadline(reading), also);
     if (due == std::chrono::steady_clock::time_point::max() || due >= clock_due_) return;
     clock_.cancel();
     const auto now = std::chrono::steady_clock::now();
