@@ -5,7 +5,7 @@
 #include <courier/courier.hpp>
 #include <courier/net/node.hpp>
 #include <courier/net/options.hpp>
-#include <courier/net/signals.hpp>
+#include <courier/net/server.hpp>
 
 #include <cstdio>
 #include <limits>
@@ -111,35 +111,11 @@ class calculator : public courier::actor<calculator, calc::add, calc::divide, ca
 }  // namespace
 
 int main(int argc, char** argv) {
-  constexpr auto kind = courier::net::program_kind::server;
-  auto opts = courier::net::parse_options(argc, argv, "courier-calc-server", {}, kind);
-  if (!opts) {
-    std::fprintf(stderr, "courier-calc-server: %s\n%s", opts.err().text.c_str(),
-                 courier::net::options_help("courier-calc-server", {}, kind).c_str());
-    return 2;
-  }
-  if (opts->help) {
-    std::printf("%s", courier::net::options_help("courier-calc-server", {}, kind).c_str());
-    return 0;
-  }
-  // SIGINT and SIGTERM are taken by signals.wait below, not by handlers: blocked before any thread starts.
-  courier::net::server_signals signals;
-
-  courier::system sys;
-  courier::net::node net(sys);
-  courier::actor_ref<calc::api> calc = sys.spawn<calculator>();
-  courier::net::connection_config base;
-  base.name = "calc-server";
-  auto served = net.serve_on(calc, opts->where, courier::net::config_from(*opts, base));
-  if (!served) {
-    std::fprintf(stderr, "courier-calc-server: %s\n", served.err().describe().c_str());
-    return 1;
-  }
-  if (!opts->silent && opts->where.kind != courier::net::endpoint::kind_t::pipe)
-    std::fprintf(stderr, "courier-calc-server: serving on %s\n", served->where.c_str());
+  courier::net::server_program program{.name = "courier-calc-server"};
+  program.base.name = "calc-server";
   // Until a signal (or, over pipe, the end of the one connection); then an orderly stop: calls in
   // flight are answered within the node's grace, new ones refused.
-  signals.wait(net, opts->where);
-  net.stop();
-  return 0;
+  return courier::net::run_server(argc, argv, program, [](courier::net::server_context& s) {
+    return s.net.serve_on(courier::actor_ref<calc::api>(s.sys.spawn<calculator>()), s.where, s.config);
+  });
 }

@@ -12,8 +12,8 @@
 #include <courier/net/local_context.hpp>
 #include <courier/net/node.hpp>
 #include <courier/net/options.hpp>
+#include <courier/net/server.hpp>
 #include <courier/net/services.hpp>
-#include <courier/net/signals.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -122,36 +122,14 @@ std::shared_ptr<const courier::net::service_table> services(std::shared_ptr<std:
 }  // namespace
 
 int main(int argc, char** argv) {
-  constexpr auto kind = courier::net::program_kind::server;
-  auto opts = courier::net::parse_options(argc, argv, "courier-services-server", {}, kind);
-  if (!opts) {
-    std::fprintf(stderr, "courier-services-server: %s\n%s", opts.err().text.c_str(),
-                 courier::net::options_help("courier-services-server", {}, kind).c_str());
-    return 2;
-  }
-  if (opts->help) {
-    std::printf("%s", courier::net::options_help("courier-services-server", {}, kind).c_str());
-    return 0;
-  }
-  courier::net::server_signals signals;  // before any thread starts
-  courier::system sys;
-  courier::net::node net(sys);
-  courier::net::connection_config base;
-  base.name = "services-server";
-  base.max_child_contexts = 64;
-  // The parent context is an actor of its own: every connection hands it its calls, so the
-  // services' state is the one actor's, whichever worker runs each connection. Children the
-  // clients open come from the table's factory, each served on its connection.
-  auto table = services(std::make_shared<std::int64_t>(0));
-  auto context = courier::net::serve_locally(sys, table);
-  auto served = net.serve_on(context, opts->where, courier::net::config_from(*opts, base), table);
-  if (!served) {
-    std::fprintf(stderr, "courier-services-server: %s\n", served.err().describe().c_str());
-    return 1;
-  }
-  if (!opts->silent && opts->where.kind != courier::net::endpoint::kind_t::pipe)
-    std::fprintf(stderr, "courier-services-server: serving on %s\n", served->where.c_str());
-  signals.wait(net, opts->where);
-  net.stop();
-  return 0;
+  courier::net::server_program program{.name = "courier-services-server"};
+  program.base.name = "services-server";
+  program.base.max_child_contexts = 64;
+  return courier::net::run_server(argc, argv, program, [](courier::net::server_context& s) {
+    // The parent context is an actor of its own: every connection hands it its calls, so the
+    // services' state is the one actor's, whichever worker runs each connection. Children the
+    // clients open come from the table's factory, each served on its connection.
+    auto table = services(std::make_shared<std::int64_t>(0));
+    return s.net.serve_on(courier::net::serve_locally(s.sys, table), s.where, s.config, table);
+  });
 }
