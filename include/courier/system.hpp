@@ -83,6 +83,11 @@ struct spawn_options {
 class system {
  public:
   explicit system(config cfg = {});
+  /// How many systems this process has made and not yet destroyed. A process that forks must
+  /// have none: after fork only the calling thread exists in the child, so a system's workers,
+  /// pool locks and reactor (shared with the parent) are not safe to use there. Courier's
+  /// process-per-session server modes check it (net/server.hpp).
+  static std::size_t alive() noexcept;
   system(const system&) = delete;
   system& operator=(const system&) = delete;
   /// Shuts down with a 5 s deadline if `shutdown` was not called; unfinished actors are printed.

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <atomic>
 #include <cstdio>
 #include <algorithm>
 #include <stdexcept>
@@ -153,9 +154,19 @@ config checked(config cfg) {
 
 }  // namespace
 
-system::system(config cfg) : core_(new detail::system_core(checked(cfg))), settings_(core_->cfg) { core_->owner = this; }
+namespace {
+std::atomic<std::size_t> systems_alive{0};
+}  // namespace
+
+system::system(config cfg) : core_(new detail::system_core(checked(cfg))), settings_(core_->cfg) {
+  core_->owner = this;
+  systems_alive.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::size_t system::alive() noexcept { return systems_alive.load(std::memory_order_relaxed); }
 
 system::~system() {
+  systems_alive.fetch_sub(1, std::memory_order_relaxed);
   if (!shut_down_) {
     shutdown_report report = shutdown();
     if (!report.clean) {

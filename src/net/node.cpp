@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "courier/net/session.hpp"
 #include "courier/wire/encoder.hpp"
 
 namespace courier::net::detail {
@@ -103,7 +104,9 @@ std::size_t node_core::connections() const {
 
 bool node_core::wait_no_connections(std::chrono::milliseconds timeout) {
   std::unique_lock lock(mutex_);
-  return changed_.wait_for(lock, timeout, [this] { return (ever_connected_ && connections_.empty()) || stopped_; });
+  const auto done = [this] { return (ever_connected_ && connections_.empty()) || stopped_; };
+  if (timeout.count() <= 0) return done();  // a look, without a futex call (a session thread's loop)
+  return changed_.wait_for(lock, timeout, done);
 }
 
 void node_core::wait_stopped() {
@@ -171,7 +174,15 @@ void node_core::wait_closed(std::chrono::milliseconds grace) {
   }
 }
 
-void refuse(socket& sock, std::uint32_t code, std::string_view text) noexcept {
+void refuse(socket& sock, std::uint32_t code, std::string_view text, const std::shared_ptr<const log_hook>& log) noexcept {
+  try {
+    if (logs(log, log_level::warning)) {
+      std::string line("refused a connection from ");
+      line.append(describe_peer(sock)).append(": ").append(text);
+      log->write(log_level::warning, line);
+    }
+  } catch (...) {
+  }
   try {
     wire::out_buffer out;
     if (wire::encode_error(out, 0, 0, code, text, {})) {
@@ -247,7 +258,7 @@ void acceptor::accept_all() {
     }
     if (max_connections_ != 0 && share_ && share_->connections.load(std::memory_order_acquire) >= max_connections_) {
       refuse(*s, static_cast<std::uint32_t>(errc::system_shutdown),
-             "too many connections (this server serves at most " + std::to_string(max_connections_) + ")");
+             "too many connections (this server serves at most " + std::to_string(max_connections_) + ")", share_->log);
       continue;
     }
     try {
@@ -265,7 +276,9 @@ acceptor::spare_outcome acceptor::refuse_with_spare() {
   if (spare_ < 0) return spare_outcome::no_spare;
   ::close(std::exchange(spare_, -1));
   auto s = listener_.accept();
-  if (s) refuse(*s, static_cast<std::uint32_t>(errc::system_shutdown), "the server is out of file descriptors");
+  if (s)
+    refuse(*s, static_cast<std::uint32_t>(errc::system_shutdown), "the server is out of file descriptors",
+           share_ ? share_->log : nullptr);
   spare_ = open_spare();
   if (s) return spare_outcome::refused;
   return would_block(s.err()) ? spare_outcome::none_waiting : spare_outcome::no_spare;

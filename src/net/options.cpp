@@ -67,10 +67,10 @@ void declare(CLI::App& app, parsed& into, program_kind kind) {
         ->check(CLI::NonNegativeNumber)
         ->type_name("N");
   }
-  app.add_flag("--silent", into.silent, "Print nothing but errors");
+  app.add_flag("--silent", into.silent, "Log nothing but errors (no refusals, no protocol errors of peers)");
   app.add_option("--debug", into.debug,
-                 "Diagnostics on stderr: 1 a line when each connection opens and when it ends, with the reason "
-                 "(0: none)")
+                 "The log's detail on stderr: 0 errors and warnings (refused peers, protocol errors); 1 also "
+                 "connections and sessions opened and ended, with why; 2 also what each handshake agreed")
       ->check(CLI::NonNegativeNumber)
       ->type_name("N");
 }
@@ -177,7 +177,7 @@ connection_config config_from(const options& opts, connection_config base) {
   if (opts.max_frame != 0) base.limits.max_frame_size = static_cast<std::uint32_t>(opts.max_frame);
   base.max_connections = opts.max_connections;
   base.max_receive_memory = opts.max_memory;
-  base.debug = opts.debug;
+  if (!base.log) base.log = log_for(opts, base.name);
   return base;
 }
 

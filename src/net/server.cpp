@@ -1,39 +1,379 @@
 #include "courier/net/server.hpp"
 
-#include <cstdio>
+#include <CLI/CLI.hpp>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <list>
+#include <memory>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "courier/config.hpp"
+#include "courier/net/process.hpp"
+#include "courier/net/session.hpp"
 #include "courier/net/signals.hpp"
+#include "courier/net/transport.hpp"
 
 namespace courier::net {
 
-int run_server(int argc, const char* const* argv, const server_program& program,
-               const std::function<courier::result<serving>(server_context&)>& serve) {
+namespace {
+
+/// Set in the environment of a process --spawn starts: serve the connection on stdin.
+constexpr const char* session_on_stdin = "COURIER_SESSION_ON_STDIN";
+
+using serve_callback = std::function<courier::result<serving>(server_context&)>;
+
+std::string self_path(const char* argv0) {
+  char path[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof path - 1);
+  return n > 0 ? std::string(path, static_cast<std::size_t>(n)) : std::string(argv0);
+}
+
+/// What the acceptor of --thread, --fork and --spawn asks of the mode that runs the sessions.
+/// One unit per mode, below; the acceptor calls it per connection, never per message.
+class session_runner {
+ public:
+  enum class started { yes, no, in_forked_child };
+  virtual ~session_runner() = default;
+  /// Runs a session on `connection` (the runner takes it over).
+  virtual started start(socket& connection) = 0;
+  /// The sessions still running, after reaping those that ended.
+  virtual std::size_t running() = 0;
+  /// Tells every session to stop and waits up to `grace` for them; false when some did not stop.
+  virtual bool stop(std::chrono::milliseconds grace) = 0;
+};
+
+/// --fork and --spawn: a process per session. The forked child returns to run_server and serves
+/// its connection on stdin as a pipe server does; a spawned one is this program again, told so
+/// by its environment.
+class process_runner final : public session_runner {
+ public:
+  process_runner(session_mode mode, std::vector<std::string> command, std::shared_ptr<const log_hook> log,
+                 int acceptor_signals, listener& listening)
+      : mode_(mode), command_(std::move(command)), log_(std::move(log)), signals_(acceptor_signals), listening_(listening) {}
+
+  started start(socket& connection) override {
+    if (mode_ == session_mode::fork) {
+      const pid_t pid = ::fork();
+      if (pid == 0) {  // the session: this process has no thread but this one
+        ::close(signals_);
+        listening_.abandon();
+        sigset_t child_signal;
+        sigemptyset(&child_signal);
+        sigaddset(&child_signal, SIGCHLD);
+        pthread_sigmask(SIG_UNBLOCK, &child_signal, nullptr);
+        if (::dup2(connection.fd(), 0) < 0) ::_exit(1);
+        connection.close();
+        return started::in_forked_child;
+      }
+      if (pid < 0) {
+        log_line(log_, log_level::error, std::string("fork: ") + std::strerror(errno));
+        return started::no;
+      }
+      sessions_.emplace_back(pid);
+    } else {
+      auto child = spawn_with_stdio(command_, connection.fd(), {std::string(session_on_stdin) + "=1"});
+      if (!child) {
+        log_line(log_, log_level::error, child.err().describe());
+        return started::no;
+      }
+      sessions_.push_back(std::move(*child));
+    }
+    log_line(log_, log_level::debug, std::string("session process ") + std::to_string(sessions_.back().pid()) + " started");
+    return started::yes;
+  }
+
+  std::size_t running() override {
+    std::erase_if(sessions_, [](child_process& c) { return c.try_wait().has_value(); });
+    return sessions_.size();
+  }
+
+  bool stop(std::chrono::milliseconds grace) override {
+    for (auto& s : sessions_) s.kill(SIGTERM);
+    const auto until = std::chrono::steady_clock::now() + grace;
+    bool all = true;
+    for (auto& s : sessions_) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+      if (s.wait(std::max(left, std::chrono::milliseconds(0))) < 0) {
+        s.kill(SIGKILL);
+        all = false;
+      }
+    }
+    sessions_.clear();  // each is reaped as it goes
+    return all;
+  }
+
+ private:
+  session_mode mode_;
+  std::vector<std::string> command_;
+  std::shared_ptr<const log_hook> log_;
+  int signals_;
+  listener& listening_;
+  std::vector<child_process> sessions_;
+};
+
+/// How long a --thread session's thread looks for work before it sleeps in poll.
+constexpr auto spin_before_sleep = std::chrono::microseconds(100);
+
+/// --thread: a thread per session, driving a system of its own (embedded: no workers) with the
+/// session's actors and its one connection, so a handler that blocks stalls only its session.
+class thread_runner final : public session_runner {
+ public:
+  thread_runner(const server_program& program, const options& opts, const serve_callback& serve,
+                std::shared_ptr<const log_hook> log)
+      : program_(program), opts_(opts), serve_(serve), log_(std::move(log)) {}
+
+  ~thread_runner() override {
+    for (auto& s : sessions_)
+      if (s.thread.joinable()) s.thread.detach();  // only those stop() gave up on
+  }
+
+  started start(socket& connection) override {
+    auto& s = sessions_.emplace_back();
+    s.thread = std::thread([this, &s, fd = connection.release()] {
+      run_session(fd);
+      s.done.store(true, std::memory_order_release);
+    });
+    return started::yes;
+  }
+
+  std::size_t running() override {
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+      if (it->done.load(std::memory_order_acquire)) {
+        it->thread.join();
+        it = sessions_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    return sessions_.size();
+  }
+
+  bool stop(std::chrono::milliseconds grace) override {
+    stopping_.store(true, std::memory_order_release);
+    // Each session stops its connection within the grace; a handler that never returns keeps
+    // its thread, which is left behind (and reported) rather than waited for.
+    const auto until = std::chrono::steady_clock::now() + grace + std::chrono::milliseconds(500);
+    while (running() != 0 && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return running() == 0;
+  }
+
+ private:
+  struct session_thread {
+    std::thread thread;
+    std::atomic<bool> done{false};
+  };
+
+  void run_session(int fd) noexcept {
+    try {
+      courier::system sys(courier::config::embedded());
+      node net(sys);
+      endpoint where;
+      where.descriptor = fd;
+      connection_config base = program_.base;
+      if (base.name == connection_config{}.name) base.name = program_.name;
+      if (!base.log) base.log = log_;  // one logger for all the sessions
+      const connection_config cfg = config_from(opts_, base);
+      server_context context{sys, net, opts_, where, cfg, session_mode::thread};
+      auto served = serve_(context);
+      if (!served) {
+        ::close(fd);
+        log_line(cfg.log, log_level::error, "a session could not be served: " + served.err().describe());
+        return;
+      }
+      // The session's whole life: its connection's sockets and its actors, run on this thread.
+      // The stop flag is looked at between turns, at least every 20 ms. Before it sleeps the
+      // thread looks again for a while, as a worker does before it parks: a client that calls
+      // back to back finds it awake, and a wake-up (tens of microseconds here) is paid only by
+      // a session that went quiet.
+      pollfd wake{sys.wake_fd(), POLLIN, 0};
+      auto active = std::chrono::steady_clock::now();
+      while (!stopping_.load(std::memory_order_acquire)) {
+        const run_report ran = sys.poll();
+        if (ran.messages != 0 || ran.more) {
+          active = std::chrono::steady_clock::now();
+          if (ran.more) continue;
+        }
+        if (net.wait_no_connections(std::chrono::milliseconds(0))) break;
+        if (std::chrono::steady_clock::now() - active < spin_before_sleep) continue;
+        auto timeout = std::chrono::milliseconds(20);
+        const auto deadline = sys.next_deadline();
+        if (deadline != std::chrono::steady_clock::time_point::max())
+          timeout = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()),
+                               std::chrono::milliseconds(0), timeout);
+        if (::poll(&wake, 1, static_cast<int>(timeout.count())) > 0) active = std::chrono::steady_clock::now();
+      }
+      net.stop(program_.grace);
+      sys.shutdown();
+    } catch (const std::exception& e) {
+      // No memory for a system of its own: the connection is closed (with its socket) unserved.
+      std::fprintf(stderr, "%s: a session thread failed: %s\n", program_.name.c_str(), e.what());
+    }
+  }
+
+  const server_program& program_;
+  const options& opts_;
+  const serve_callback& serve_;
+  std::shared_ptr<const log_hook> log_;
+  std::atomic<bool> stopping_{false};
+  std::list<session_thread> sessions_;  // a list: each thread holds a reference to its entry
+};
+
+/// The acceptor of --thread, --fork and --spawn: accepts on the program's endpoint with no
+/// courier::system in this process (so that a fork is safe), starts each connection as a session
+/// through `runner`, refuses those past --max-connections, and stops on SIGINT or SIGTERM.
+/// Returns the exit status, or nothing in a forked child, which goes on to serve its connection.
+std::optional<int> accept_sessions(int argc, const char* const* argv, const server_program& program,
+                                   const options& opts, session_mode mode, const serve_callback& serve) {
+  const char* name = program.name.c_str();
+  const auto log = log_for(opts, program.name);
+  if (const std::size_t alive = courier::system::alive(); alive != 0 && mode == session_mode::fork) {
+    std::fprintf(stderr, "%s: --fork needs a process with no running courier::system (%zu alive): a fork would "
+                 "leave the child its workers' locks and reactor without the threads\n", name, alive);
+    return 1;
+  }
+  auto listening = listen(opts.where);
+  if (!listening) {
+    std::fprintf(stderr, "%s: %s\n", name, listening.err().describe().c_str());
+    return 1;
+  }
+  sigset_t watched;
+  sigemptyset(&watched);
+  sigaddset(&watched, SIGINT);
+  sigaddset(&watched, SIGTERM);
+  sigaddset(&watched, SIGCHLD);
+  pthread_sigmask(SIG_BLOCK, &watched, nullptr);
+  const int signals = ::signalfd(-1, &watched, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (signals < 0) {
+    std::fprintf(stderr, "%s: signalfd: %s\n", name, std::strerror(errno));
+    return 1;
+  }
+  std::unique_ptr<session_runner> runner;
+  if (mode == session_mode::thread) {
+    runner = std::make_unique<thread_runner>(program, opts, serve, log);
+  } else {
+    std::vector<std::string> command{self_path(argv[0])};
+    for (int i = 1; i < argc; ++i) command.emplace_back(argv[i]);
+    runner = std::make_unique<process_runner>(mode, std::move(command), log, signals, *listening);
+  }
+  if (!opts.silent)
+    std::fprintf(stderr, "%s: serving on %s (a %s per session)\n", name, listening->describe().c_str(),
+                 mode == session_mode::thread ? "thread" : "process");
+
+  for (bool stopping = false; !stopping;) {
+    pollfd watch[2] = {{listening->fd(), POLLIN, 0}, {signals, POLLIN, 0}};
+    if (::poll(watch, 2, -1) < 0 && errno != EINTR) break;
+    signalfd_siginfo info{};
+    while (::read(signals, &info, sizeof info) == static_cast<ssize_t>(sizeof info))
+      if (info.ssi_signo == SIGINT || info.ssi_signo == SIGTERM) stopping = true;
+    if (stopping) break;
+    for (;;) {
+      auto accepted = listening->accept();
+      if (!accepted) break;  // none waiting (or a failure of this one connection: the next poll goes on)
+      if (opts.max_connections != 0 && runner->running() >= opts.max_connections) {
+        detail::refuse(*accepted, static_cast<std::uint32_t>(errc::system_shutdown),
+                       "too many connections (this server serves at most " + std::to_string(opts.max_connections) + ")",
+                       log);
+        continue;
+      }
+      if (runner->start(*accepted) == session_runner::started::in_forked_child) return std::nullopt;
+    }
+    runner->running();  // reap what ended (SIGCHLD, or a thread's session)
+  }
+  // Stop: no new sessions, the socket file gone, every session told and given the grace.
+  listening->close();
+  ::close(signals);
+  if (!runner->stop(program.grace)) {
+    log_line(log, log_level::error, "some sessions did not stop within the grace; they were abandoned");
+    if (mode == session_mode::thread) {
+      // Their threads still run handlers that reach into this frame: end the process here.
+      std::fflush(nullptr);
+      ::_exit(1);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+const char* to_string(session_mode mode) noexcept {
+  switch (mode) {
+    case session_mode::thread: return "thread";
+    case session_mode::fork: return "fork";
+    case session_mode::spawn: return "spawn";
+    case session_mode::pool: break;
+  }
+  return "pool";
+}
+
+int run_server(int argc, const char* const* argv, const server_program& program, const serve_callback& serve) {
   constexpr auto kind = program_kind::server;
-  auto opts = parse_options(argc, argv, program.name, program.extra, kind);
+  bool pool_mode = false, thread_mode = false, fork_mode = false, spawn_mode = false;
+  extra_options extra = program.extra;
+  if (program.session_modes) {
+    extra = [&, own = program.extra](CLI::App& app) {
+      auto* pool = app.add_flag("--pool", pool_mode, "Sessions on the shared workers of this process (the default)");
+      auto* thread = app.add_flag("--thread", thread_mode, "A thread per session, for handlers that block (uds and tcp)");
+      auto* forked = app.add_flag("--fork", fork_mode, "A process per session, forked (uds and tcp)");
+      auto* spawned = app.add_flag("--spawn", spawn_mode, "A process per session, this program started again (uds and tcp)");
+      const std::vector<CLI::Option*> modes{pool, thread, forked, spawned};
+      for (auto* a : modes)
+        for (auto* b : modes)
+          if (a != b) a->excludes(b);
+      if (own) own(app);
+    };
+  }
+  auto opts = parse_options(argc, argv, program.name, extra, kind);
   if (!opts) {
     std::fprintf(stderr, "%s: %s\n%s", program.name.c_str(), opts.err().text.c_str(),
-                 options_help(program.name, program.extra, kind).c_str());
+                 options_help(program.name, extra, kind).c_str());
     return 2;
   }
   if (opts->help) {
-    std::printf("%s", options_help(program.name, program.extra, kind).c_str());
+    std::printf("%s", options_help(program.name, extra, kind).c_str());
     return 0;
   }
-  server_signals signals;  // before the system's workers start: they inherit the blocked mask
+  const session_mode mode = thread_mode ? session_mode::thread
+                            : fork_mode ? session_mode::fork
+                            : spawn_mode ? session_mode::spawn
+                                         : session_mode::pool;
+  server_signals signals;  // before any thread starts: they inherit the blocked mask
+  // A process per session serves its one connection on stdin, as a pipe server does.
+  endpoint where = opts->where;
+  if (std::getenv(session_on_stdin) != nullptr) {
+    ::unsetenv(session_on_stdin);
+    where = endpoint{};
+  } else if (mode != session_mode::pool && where.kind != endpoint::kind_t::pipe) {
+    if (auto status = accept_sessions(argc, argv, program, *opts, mode, serve)) return *status;
+    where = endpoint{};  // a forked session
+  }
+  const bool quiet = opts->silent || where.kind == endpoint::kind_t::pipe;
+
   courier::system sys;
   node net(sys);
   connection_config base = program.base;
   if (base.name == connection_config{}.name) base.name = program.name;
   const connection_config cfg = config_from(*opts, base);
-  server_context context{sys, net, *opts, opts->where, cfg};
+  server_context context{sys, net, *opts, where, cfg, mode};
   auto served = serve(context);
   if (!served) {
     std::fprintf(stderr, "%s: %s\n", program.name.c_str(), served.err().describe().c_str());
     return 1;
   }
-  if (!opts->silent && opts->where.kind != endpoint::kind_t::pipe)
-    std::fprintf(stderr, "%s: serving on %s\n", program.name.c_str(), served->where.c_str());
-  signals.wait(net, opts->where);
+  if (!quiet) std::fprintf(stderr, "%s: serving on %s\n", program.name.c_str(), served->where.c_str());
+  signals.wait(net, where);
   net.stop(program.grace);
   return 0;
 }

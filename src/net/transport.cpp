@@ -81,110 +81,6 @@ bool would_block(const courier::error& e) noexcept {
   return &e.code.category() == &std::system_category() && (n == EAGAIN || n == EWOULDBLOCK);
 }
 
-// --- child_process --------------------------------------------------------------------------------
-
-child_process::child_process(pid_t pid) noexcept : pid_(pid) {
-#ifdef SYS_pidfd_open
-  // A pidfd lets a reactor learn of the exit at once; kernels before 5.3 lack it and the caller polls.
-  const long fd = ::syscall(SYS_pidfd_open, pid, 0);
-  if (fd >= 0) {
-    pidfd_ = static_cast<int>(fd);
-    ::fcntl(pidfd_, F_SETFD, FD_CLOEXEC);
-  }
-#endif
-}
-
-child_process::child_process(child_process&& other) noexcept
-    : pid_(std::exchange(other.pid_, -1)),
-      pidfd_(std::exchange(other.pidfd_, -1)),
-      status_(other.status_),
-      by_signal_(other.by_signal_) {}
-
-child_process& child_process::operator=(child_process&& other) noexcept {
-  if (this != &other) {
-    reap();
-    pid_ = std::exchange(other.pid_, -1);
-    pidfd_ = std::exchange(other.pidfd_, -1);
-    status_ = other.status_;
-    by_signal_ = other.by_signal_;
-  }
-  return *this;
-}
-
-child_process::~child_process() { reap(); }
-
-void child_process::reap() noexcept {
-  if (pid_ > 0 && !status_) {
-    if (wait(exit_grace) < 0) {
-      kill(SIGKILL);
-      wait(std::chrono::milliseconds(-1));
-    }
-  }
-  release_pidfd();
-  pid_ = -1;
-}
-
-void child_process::release_pidfd() noexcept {
-  if (pidfd_ >= 0) ::close(std::exchange(pidfd_, -1));
-}
-
-std::optional<int> child_process::try_wait() noexcept {
-  if (status_ || pid_ <= 0) return status_;
-  int raw = 0;
-  pid_t got;
-  do {
-    got = ::waitpid(pid_, &raw, WNOHANG);
-  } while (got < 0 && errno == EINTR);
-  if (got == 0) return std::nullopt;
-  if (got < 0) {
-    status_ = -1;  // ECHILD: someone else reaped it (a SIGCHLD handler set to SIG_IGN, say)
-  } else if (WIFEXITED(raw)) {
-    status_ = WEXITSTATUS(raw);
-  } else if (WIFSIGNALED(raw)) {
-    status_ = 128 + WTERMSIG(raw);
-    by_signal_ = true;
-  } else {
-    return std::nullopt;  // stopped or continued: still alive
-  }
-  release_pidfd();
-  return status_;
-}
-
-int child_process::wait(std::chrono::milliseconds limit) noexcept {
-  if (pid_ <= 0) return -1;
-  const bool forever = limit.count() < 0;
-  const auto until = std::chrono::steady_clock::now() + limit;
-  auto nap = std::chrono::microseconds(50);
-  for (;;) {
-    if (auto status = try_wait()) return *status;
-    const auto now = std::chrono::steady_clock::now();
-    if (!forever && now >= until) return -1;
-    if (pidfd_ >= 0) {
-      pollfd watch{pidfd_, POLLIN, 0};
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - now).count();
-      ::poll(&watch, 1, forever ? -1 : static_cast<int>(left));
-    } else {
-      std::this_thread::sleep_for(nap);
-      if (nap < std::chrono::milliseconds(5)) nap *= 2;
-    }
-  }
-}
-
-void child_process::kill(int sig) noexcept {
-  if (pid_ > 0 && !status_) ::kill(pid_, sig);
-}
-
-std::string child_process::describe_exit() const {
-  if (!status_) return "still running";
-  if (*status_ < 0) return "exited (status unknown: reaped elsewhere)";
-  if (by_signal_) {
-    const int sig = *status_ - 128;
-    const char* name = ::strsignal(sig);
-    return "killed by signal " + std::to_string(sig) + (name ? std::string(" (") + name + ")" : std::string());
-  }
-  return "exited with status " + std::to_string(*status_);
-}
-
 // --- listener -------------------------------------------------------------------------------------
 
 listener::listener(socket listening, const transport_unit& unit, std::string description, std::uint16_t port,
@@ -235,6 +131,11 @@ void listener::close() noexcept {
   owned_file_.clear();
 }
 
+void listener::abandon() noexcept {
+  sock_.close();
+  owned_file_.clear();
+}
+
 courier::result<socket> listener::accept() {
   for (;;) {
     const int fd = ::accept4(sock_.fd(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -282,6 +183,14 @@ courier::result<socket> pipe_server_socket() {
     ::dup2(null, 0);  // the copy at fd 0 has no close-on-exec: dup2 clears it
     ::close(null);
   }
+  return sock;
+}
+
+courier::result<socket> pipe_server_socket(const endpoint& where) {
+  if (where.descriptor == 0) return pipe_server_socket();
+  socket sock(where.descriptor);
+  if (::fcntl(sock.fd(), F_SETFD, FD_CLOEXEC) < 0) return errno_error(errno, "pipe server: close-on-exec");
+  if (auto ok = make_nonblocking(sock.fd()); !ok) return ok.err();
   return sock;
 }
 

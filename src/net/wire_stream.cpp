@@ -8,6 +8,7 @@
 #include <random>
 #include <utility>
 
+#include "courier/net/session.hpp"
 #include "courier/wire/encoder.hpp"
 
 namespace courier::net::detail {
@@ -103,9 +104,22 @@ void wire_stream::finish(courier::error why) {
   if (finished_) return;
   finished_ = true;
   why_ = std::move(why);
-  if (cfg_.debug > 0)
-    std::fprintf(stderr, "courier: %s connection (fd %d, peer '%.*s') ended: %s\n", side_name(), sock_.fd(),
-                 static_cast<int>(engine_.peer_name().size()), engine_.peer_name().data(), why_.describe().c_str());
+  // A peer that broke the protocol is worth a warning with its address; an ordinary end is info.
+  const auto& log = cfg_.log;
+  const log_level level = why_.code == errc::protocol_error ? log_level::warning : log_level::info;
+  if (logs(log, level)) {
+    std::string line(side_name());
+    line.append(" connection with ").append(peer_address()).append(" ended: ").append(why_.describe());
+    log->write(level, line);
+  }
+}
+
+const std::string& wire_stream::peer_address() {
+  if (peer_address_.empty()) {
+    peer_address_ = detail::describe_peer(sock_);
+    if (!engine_.peer_name().empty()) peer_address_.append(" ('").append(engine_.peer_name()).append("')");
+  }
+  return peer_address_;
 }
 
 // What the engine's last step changed: frames held back during the handshake follow it once it
@@ -115,11 +129,15 @@ void wire_stream::after_engine_step() {
   if (st == wire::engine_state::open && !opened_) {
     opened_ = true;
     send_limits_ = engine_.agreed().peer_limits();  // what the peer announced it accepts
-    if (cfg_.debug > 0)
-      std::fprintf(stderr, "courier: %s connection (fd %d) open: peer '%.*s', version %u, frames up to %u bytes\n",
-                   side_name(), sock_.fd(),
-                   static_cast<int>(engine_.peer_name().size()), engine_.peer_name().data(),
-                   static_cast<unsigned>(engine_.agreed().version), static_cast<unsigned>(send_limits_.max_frame_size));
+    if (logs(cfg_.log, log_level::info)) {
+      std::string line(side_name());
+      line.append(" connection with ").append(peer_address()).append(" open");
+      if (logs(cfg_.log, log_level::debug))
+        line.append(" (fd ").append(std::to_string(sock_.fd())).append(", version ")
+            .append(std::to_string(engine_.agreed().version)).append(", frames up to ")
+            .append(std::to_string(send_limits_.max_frame_size)).append(" bytes)");
+      cfg_.log->write(log_level::info, line);
+    }
   }
   if (held_.size() != 0 && st != wire::engine_state::handshaking) release_held();
   // The reason is decided before the last write: a peer that refused us and closed makes that

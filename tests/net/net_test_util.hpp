@@ -3,12 +3,16 @@
 // number of bytes from a non-blocking socket, and counting this process's open descriptors.
 #include <dirent.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -159,6 +163,21 @@ inline std::string temp_socket_path(std::string_view label) {
   static int serial = 0;
   return "/tmp/courier-net-test-" + std::to_string(::getpid()) + "-" + std::string(label) + "-" +
          std::to_string(++serial) + ".sock";
+}
+
+/// A tcp port on the loopback interface that was free a moment ago (for a server in another
+/// process, which cannot report the one the kernel chose).
+inline std::uint16_t free_tcp_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t size = sizeof address;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size) != 0)
+    throw std::runtime_error("no free tcp port");
+  ::close(fd);
+  return ntohs(address.sin_port);
 }
 
 }  // namespace courier_test

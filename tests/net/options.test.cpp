@@ -205,10 +205,49 @@ TEST_CASE("options: config_from applies every accepted option to the connection 
   CHECK(cfg.limits.max_frame_size == 131072);
   CHECK(cfg.max_connections == 7);
   CHECK(cfg.max_receive_memory == 4096000);
-  CHECK(cfg.debug == 1);
+  REQUIRE(cfg.log);  // --debug 1: connections and sessions too
+  CHECK(cfg.log->threshold == courier::net::log_level::info);
+  CHECK(cfg.log->enabled(courier::net::log_level::info));
+  CHECK_FALSE(cfg.log->enabled(courier::net::log_level::debug));
   auto plain = parse({});
   REQUIRE(plain);
   const auto defaults = courier::net::config_from(*plain, base);
   CHECK(defaults.name == "default-name");  // no --name: the program's own default
   CHECK(defaults.limits.max_frame_size == courier::wire::limits{}.max_frame_size);
+  REQUIRE(defaults.log);  // refusals and protocol errors, nothing routine
+  CHECK(defaults.log->threshold == courier::net::log_level::warning);
+  auto silent = parse_server({"--tcp", "--port", "0", "--silent"});
+  REQUIRE(silent);
+  REQUIRE(courier::net::config_from(*silent, base).log);
+  CHECK(courier::net::config_from(*silent, base).log->threshold == courier::net::log_level::error);
+  auto detailed = parse_server({"--tcp", "--port", "0", "--debug", "2"});
+  REQUIRE(detailed);
+  CHECK(courier::net::config_from(*detailed, base).log->threshold == courier::net::log_level::debug);
+  // A program's own hook is kept.
+  auto own = std::make_shared<courier::net::log_hook>();
+  base.log = own;
+  CHECK(courier::net::config_from(*detailed, base).log == own);
+}
+
+TEST_CASE("options: the tools' log writes the levels it was asked for, through its hook") {
+  auto r = parse_server({"--tcp", "--port", "0", "--debug", "1"});
+  REQUIRE(r);
+  auto log = courier::net::log_for(*r, "log-test");
+  REQUIRE(log);
+  CHECK(courier::net::logs(log, courier::net::log_level::warning));
+  CHECK(courier::net::logs(log, courier::net::log_level::info));
+  CHECK_FALSE(courier::net::logs(log, courier::net::log_level::debug));
+  CHECK_FALSE(courier::net::logs(nullptr, courier::net::log_level::error));
+  // A hook of the program's own sees exactly the lines its level takes.
+  std::vector<std::string> lines;
+  auto own = std::make_shared<courier::net::log_hook>();
+  own->threshold = courier::net::log_level::warning;
+  own->write = [&](courier::net::log_level level, std::string_view line) {
+    lines.push_back(std::string(courier::net::to_string(level)) + " " + std::string(line));
+  };
+  std::shared_ptr<const courier::net::log_hook> hook = own;
+  courier::net::log_line(hook, courier::net::log_level::info, "not this");
+  courier::net::log_line(hook, courier::net::log_level::warning, "this");
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0] == "warning this");
 }

@@ -50,8 +50,8 @@ echo "== options: --debug, --timeout"
 start_server debug calc --uds --file "$work/debug.sock" --debug 1
 timeout 60 "$bin/courier-calc-client" --uds --file "$work/debug.sock" --timeout 10 >/dev/null
 for _ in $(seq 1 100); do grep -qs "ended" "$work/debug.err" && break; sleep 0.05; done
-grep -q "server connection .* open: peer 'calc-client'" "$work/debug.err" || { echo "run_examples: --debug 1 logged no open"; cat "$work/debug.err"; exit 1; }
-grep -q "server connection .* ended" "$work/debug.err" || { echo "run_examples: --debug 1 logged no end"; cat "$work/debug.err"; exit 1; }
+grep -q "info: server connection with uds pid .* ('calc-client') open" "$work/debug.err" || { echo "run_examples: --debug 1 logged no open"; cat "$work/debug.err"; exit 1; }
+grep -q "info: server connection with .* ended: " "$work/debug.err" || { echo "run_examples: --debug 1 logged no end"; cat "$work/debug.err"; exit 1; }
 # --timeout 0.5 on a server: a client that connects and never speaks is dropped after 0.5 s.
 start_server quick calc --tcp --host 127.0.0.1 --port 0 --timeout 0.5
 line=$(grep "serving on" "$work/quick.err")

@@ -9,7 +9,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <memory>
 
+#include "courier/net/log.hpp"
 #include "courier/wire/format.hpp"
 
 namespace courier::net {
@@ -74,8 +76,9 @@ struct connection_config {
   /// Server: a connection (a session) whose peer made no call or send for this long is closed in
   /// order, and its session told so. Keepalive pings do not count. 0: never.
   std::chrono::milliseconds idle_timeout{0};
-  /// Diagnostics on stderr: 1 a line when the connection opens and when it ends (with why).
-  int debug = 0;
+  /// Where the connection's diagnostics go (log.hpp): opened, ended and why, refusals, protocol
+  /// errors, with the peer's address. Null: nowhere. config_from() sets the tools' (spdlog).
+  std::shared_ptr<const log_hook> log;
   /// Keepalive: a ping after this much silence; the peer is dead after `dead_after_intervals`
   /// intervals without a byte (docs/protocol.md). 0 turns keepalive off.
   std::chrono::milliseconds ping_interval{10'000};

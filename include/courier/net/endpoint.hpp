@@ -29,6 +29,10 @@ struct endpoint {
   std::uint16_t port = 0;
   /// pipe, client side: the server program and its arguments (what follows `@` on the command line).
   std::vector<std::string> command;
+  /// pipe, server side: the descriptor the connection is on. 0, stdin: the socket pair of the
+  /// client that started this program. Another (a --thread session's connection) is taken over
+  /// by the one serve call given this endpoint, which closes it when the connection ends.
+  int descriptor = 0;
 };
 
 /// "pipe @ ./server --x", "uds /tmp/a.sock", "tcp 127.0.0.1:4567", "tcp [::1]:4567".

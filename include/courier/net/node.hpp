@@ -176,12 +176,14 @@ class acceptor final : public owned_handler {
 
 /// Writes ERROR `code` (transaction id 0) with `text` to a just-accepted socket and closes it: a
 /// refusal the peer reads instead of its handshake (docs/protocol.md section 8).
-void refuse(socket& sock, std::uint32_t code, std::string_view text) noexcept;
+void refuse(socket& sock, std::uint32_t code, std::string_view text,
+            const std::shared_ptr<const log_hook>& log = nullptr) noexcept;
 
 /// A listener's share for its connections: their count and, with max_receive_memory, the budget.
 inline std::shared_ptr<listener_share> make_share(const connection_config& cfg) {
   auto share = std::make_shared<listener_share>();
   if (cfg.max_receive_memory != 0) share->memory = std::make_shared<receive_memory>(cfg.max_receive_memory);
+  share->log = cfg.log;
   return share;
 }
 
@@ -308,7 +310,7 @@ class node {
   courier::result<serving> serve_on(context_ref context, const endpoint& where, const connection_config& cfg = {},
                                     std::shared_ptr<const service_table> children = nullptr) {
     if (where.kind == endpoint::kind_t::pipe) {
-      auto sock = pipe_server_socket();
+      auto sock = pipe_server_socket(where);
       if (!sock) return sock.err();
       if (auto ok = make_nonblocking(sock->fd()); !ok) return ok.err();
       core_->system().template spawn<server_connection<no_interface>>(core_, std::move(*sock), actor_ref<no_interface>{},
@@ -335,7 +337,7 @@ class node {
                                                                        std::move(session));
     };
     if (where.kind == endpoint::kind_t::pipe) {
-      auto sock = pipe_server_socket();
+      auto sock = pipe_server_socket(where);
       if (!sock) return sock.err();
       if (auto ok = make_nonblocking(sock->fd()); !ok) return ok.err();
       start(std::move(*sock), detail::make_share(cfg));
@@ -357,7 +359,7 @@ class node {
   courier::result<serving> serve_on(std::shared_ptr<const service_table> services, const endpoint& where,
                                     const connection_config& cfg = {}) {
     if (where.kind == endpoint::kind_t::pipe) {
-      auto sock = pipe_server_socket();
+      auto sock = pipe_server_socket(where);
       if (!sock) return sock.err();
       if (auto ok = make_nonblocking(sock->fd()); !ok) return ok.err();
       core_->system().template spawn<server_connection<no_interface>>(core_, std::move(*sock), actor_ref<no_interface>{},

@@ -27,6 +27,7 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -62,10 +63,11 @@ struct options {
   /// --max-memory N (server): the receive memory all connections together may hold for frames
   /// still arriving; a connection whose frame would pass it is ended with an ERROR. 0: no limit.
   std::size_t max_memory = 0;
-  /// --silent: print nothing but errors.
+  /// --silent: the log (log_for) writes errors only, and a server does not say where it serves.
   bool silent = false;
-  /// --debug N: diagnostics on stderr: 1 (or more) a line when each connection opens and when it
-  /// ends, with the reason.
+  /// --debug N: the log's detail on stderr (log_for): 0 warnings and errors (refused peers,
+  /// protocol errors); 1 also each connection opened and ended (with why) and each session
+  /// started and ended; 2 also what each handshake agreed.
   int debug = 0;
   /// --help was given: print options_help() and exit successfully; the other fields are defaults.
   bool help = false;
@@ -86,7 +88,12 @@ std::string options_help(std::string_view program_name, const extra_options& ext
                          program_kind kind = program_kind::client);
 
 /// The connection settings the options ask for: name (or `default_name`), handshake time-out,
-/// socket buffer size, frame limit, connection and memory limits, debug level.
+/// socket buffer size, frame limit, connection and memory limits, and the log (log_for).
 [[nodiscard]] connection_config config_from(const options& opts, connection_config base = {});
+
+/// The tools' log (log.hpp): lines on stderr through spdlog, named `program_name`; errors only
+/// with --silent, warnings and errors by default, info with --debug 1, debug with --debug 2 or more.
+/// config_from() sets it on a config that has no hook of its own.
+[[nodiscard]] std::shared_ptr<const log_hook> log_for(const options& opts, std::string_view program_name);
 
 }  // namespace courier::net

@@ -764,14 +764,29 @@ class connection
     detail::session_start start = std::move(*session_start_);
     session_start_.reset();
     try {
+      session_id_ = start.peer.id;
       session s = (*start.make)(start.peer, context_ref(self_as_context(), 0));
       services_ = std::move(s.services);
       session_end_ = std::move(s.on_end);
       session_owned_ = std::move(s.owned);
+      log_session(log_level::info, std::string("started for ").append(to_string(start.peer.transport)).append(" ").append(start.peer.address));
     } catch (const std::exception& e) {
+      log_session(log_level::error, std::string("could not start: ").append(e.what()));
       stream_.fail(courier::error(errc::handler_failed, std::string("the session could not start: ") + e.what()));
     } catch (...) {
+      log_session(log_level::error, "could not start");
       stream_.fail(courier::error(errc::handler_failed, "the session could not start"));
+    }
+  }
+
+  void log_session(log_level level, std::string_view what) noexcept {
+    const auto& log = stream_.config().log;
+    if (!logs(log, level)) return;
+    try {
+      std::string line("session ");
+      line.append(std::to_string(session_id_)).append(" ").append(what);
+      log->write(level, line);
+    } catch (...) {  // no memory for the line: the session goes on without it
     }
   }
 
@@ -785,6 +800,12 @@ class connection
         reason = courier::error(errc::connection_lost, "the session was idle for " +
                                                            std::to_string(stream_.config().idle_timeout.count()) +
                                                            " ms and was closed");
+      if (logs(stream_.config().log, log_level::info)) {
+        try {
+          log_session(log_level::info, std::string("ended: ").append(reason.describe()));
+        } catch (...) {
+        }
+      }
       try {
         std::exchange(session_end_, nullptr)(reason);
       } catch (...) {  // the session is over either way
@@ -905,6 +926,7 @@ class connection
   bool paused_ = false;   // back-pressure: the socket is left unread
   std::optional<detail::session_start> session_start_;  // until on_start makes the session
   std::function<void(const courier::error&)> session_end_;
+  std::uint64_t session_id_ = 0;
   std::vector<std::function<void()>> session_owned_;  // stops the session's actors
   std::chrono::steady_clock::time_point last_call_{};  // the peer's last call or send (idle_timeout)
   bool call_seen_ = false;  // a call or send came in this turn

@@ -14,6 +14,7 @@
 /// Thread-safety: call once, from main, before any other thread is started.
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -26,6 +27,22 @@
 
 namespace courier::net {
 
+/// How a server that serves sessions runs each connection (--pool, --thread, --fork, --spawn).
+enum class session_mode : std::uint8_t {
+  /// On the shared workers of one process: a session costs an actor and a connection.
+  pool,
+  /// A thread per session, which drives a system of its own (config::embedded(): no workers)
+  /// with the session's actors and connection: a handler that blocks stalls only its session.
+  thread,
+  /// A process per session, forked from an acceptor that never starts a system (the pre-fork
+  /// acceptor: a fork of a process with running workers would leave the child their locks and
+  /// reactor without the threads); a crash in one session ends only its own process.
+  fork,
+  /// A fresh process per session: this program again (posix_spawn), the connection on its stdin.
+  spawn,
+};
+const char* to_string(session_mode mode) noexcept;
+
 /// What a server program is, before its options are parsed.
 struct server_program {
   /// The program's name, for its usage line, its messages and (as the default) its handshake.
@@ -36,6 +53,13 @@ struct server_program {
   extra_options extra{};
   /// How long an orderly stop waits for the connections to close.
   std::chrono::milliseconds grace{2000};
+  /// Offers the start modes (--pool, the default; --thread; --fork; --spawn) on uds and tcp. For
+  /// a program whose serve callback serves sessions (serve_sessions) and shares nothing between
+  /// them but what a process of their own may hold apart: in thread, fork and spawn modes the
+  /// serve callback runs once per session (on the session's thread, or in its process), with its
+  /// own system and node, and `where` the session's one connection (a pipe endpoint, as a pipe
+  /// server's). In thread mode those calls run at once on several threads.
+  bool session_modes = false;
 };
 
 /// What the serve callback gets: the system and node to serve on, the parsed options, where to
@@ -46,10 +70,20 @@ struct server_context {
   const options& opts;
   const endpoint& where;
   const connection_config& config;
+  /// The start mode the options chose (pool unless the program offers the modes).
+  session_mode mode = session_mode::pool;
 };
 
 /// Runs a server program; returns its exit status: 0 after a signal (or a pipe server's end), 2
 /// for bad options (printed with the help), 1 when serving failed (printed with why).
+///
+/// In thread, fork and spawn modes this process's main thread is only the acceptor: it never
+/// makes a system (a process that has one cannot fork sessions: a clear error, see
+/// courier::system::alive()), hands each accepted connection to a new thread or process (refused
+/// with ERROR 260 past --max-connections, counted in sessions), joins or reaps each as it ends,
+/// and on SIGINT/SIGTERM stops accepting, removes the socket file, tells the sessions to stop
+/// (SIGTERM to a process) and waits the grace for them (then SIGKILL; a thread whose handler
+/// never returns is abandoned, and the program exits with status 1).
 int run_server(int argc, const char* const* argv, const server_program& program,
                const std::function<courier::result<serving>(server_context&)>& serve);
 

@@ -62,11 +62,14 @@ struct peer_credentials {
 
 /// Who is on the other side of a session's connection.
 struct peer_info {
-  /// This session's number on its node, from 1, never reused while the node lives.
+  /// This session's number on its node, from 1, never reused while the node lives (a session
+  /// run_server starts on a thread or in a process of its own is alone on its node: 1).
   std::uint64_t id = 0;
   endpoint::kind_t transport = endpoint::kind_t::tcp;
   /// tcp: the peer's address and port ("127.0.0.1:41234", "[::1]:41234"); uds: "pid P uid U gid G";
-  /// pipe: "stdin".
+  /// pipe: "stdin". A session a server runs on a thread or in a process of its own (run_server's
+  /// --thread, --fork and --spawn) is told its client's tcp address or uds credentials, with that
+  /// transport.
   std::string address;
   /// uds: the peer's process and user.
   std::optional<peer_credentials> credentials;
@@ -100,6 +103,9 @@ namespace detail {
 
 /// The peer of an accepted socket on `transport`: its address or credentials (id left 0).
 peer_info peer_of(const socket& accepted, endpoint::kind_t transport);
+/// The peer of a connected socket for a log line: "tcp 127.0.0.1:41234", "uds pid P uid U gid G"
+/// (a socket pair's too), or "an unknown peer".
+std::string describe_peer(const socket& connected);
 
 /// What an accepted connection needs to start its session.
 struct session_start {

@@ -31,54 +31,12 @@
 
 #include "courier/error.hpp"
 #include "courier/net/endpoint.hpp"
+#include "courier/net/process.hpp"
 #include "courier/net/socket.hpp"
 
 namespace courier::net {
 
 struct transport_unit;  // transports/transport_unit.hpp: what each transport folder provides
-
-/// A server process started by a pipe client. Its destructor reaps it: it waits a grace period for the
-/// child to exit on its own (closing the socket first tells it to), then kills it with SIGKILL.
-class child_process {
- public:
-  child_process() noexcept = default;
-  /// Adopts a started child (pid > 0) and opens a pidfd for it where the kernel has one.
-  explicit child_process(pid_t pid) noexcept;
-  child_process(child_process&& other) noexcept;
-  child_process& operator=(child_process&& other) noexcept;
-  child_process(const child_process&) = delete;
-  child_process& operator=(const child_process&) = delete;
-  ~child_process();
-
-  [[nodiscard]] pid_t pid() const noexcept { return pid_; }
-  /// A descriptor that becomes readable when the child exits (pidfd), -1 where unavailable. A reactor
-  /// can watch it next to the socket to learn of the exit at once.
-  [[nodiscard]] int exit_fd() const noexcept { return pidfd_; }
-  /// Reaps the child if it has exited, without blocking: its exit status, or 128 + signal number if
-  /// a signal ended it; nullopt while it runs. Once reaped, every later call returns the same status.
-  std::optional<int> try_wait() noexcept;
-  /// Waits up to `limit` for the exit; the status as try_wait(), or -1 if the child still runs.
-  int wait(std::chrono::milliseconds limit) noexcept;
-  /// Sends `sig` to the child unless it has been reaped already.
-  void kill(int sig) noexcept;
-  /// "exited with status 3", "killed by signal 9 (Killed)", "still running": a signal is told
-  /// apart from an exit with the same number (exit(137) is not SIGKILL).
-  [[nodiscard]] std::string describe_exit() const;
-  /// The child was ended by a signal (try_wait() returned 128 + its number).
-  [[nodiscard]] bool killed_by_signal() const noexcept { return by_signal_; }
-
-  /// How long the destructor waits for the child to exit before SIGKILL.
-  static constexpr std::chrono::milliseconds exit_grace{2000};
-
- private:
-  void reap() noexcept;  // what the destructor does: wait out the grace period, then SIGKILL
-  void release_pidfd() noexcept;
-
-  pid_t pid_ = -1;
-  int pidfd_ = -1;
-  std::optional<int> status_;
-  bool by_signal_ = false;
-};
 
 /// What connect() returns: the stream and, for pipe, the server process it started.
 struct connected {
@@ -112,6 +70,9 @@ class listener {
   [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
   /// Closes the socket and removes an owned uds file now.
   void close() noexcept;
+  /// Closes this copy of the socket and forgets the file without removing it: what a forked
+  /// child does with its parent's listener, which goes on serving.
+  void abandon() noexcept;
 
  private:
   socket sock_;
@@ -139,5 +100,8 @@ class listener {
 /// printf goes to stderr instead of corrupting the stream. Call it once, early. Fails (naming the
 /// reason) when fd 0 is not a socket: the program was not started by a pipe client.
 [[nodiscard]] courier::result<socket> pipe_server_socket();
+/// The server side of a pipe endpoint: pipe_server_socket() when where.descriptor is 0 (stdin);
+/// another descriptor (a connection handed to a --thread session) is taken over as it is.
+[[nodiscard]] courier::result<socket> pipe_server_socket(const endpoint& where);
 
 }  // namespace courier::net

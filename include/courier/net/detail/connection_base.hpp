@@ -107,6 +107,7 @@ class io_link_for final : public io_link {
 struct listener_share {
   std::atomic<std::size_t> connections{0};
   std::shared_ptr<receive_memory> memory;
+  std::shared_ptr<const log_hook> log;  // the listener's: refusals
 };
 
 /// What both connection actors share: the node's services (reactor, registry of live

@@ -161,6 +161,8 @@ class wire_stream {
     return l;
   }
   std::chrono::steady_clock::time_point output_deadline() const noexcept;
+  // The peer's address and handshake name, for the log.
+  const std::string& peer_address();
   const char* side_name() const noexcept;
   std::chrono::milliseconds dead_after() const noexcept { return cfg_.ping_interval * cfg_.dead_after_intervals; }
   template <class Handler>
@@ -188,6 +190,7 @@ class wire_stream {
   bool opened_ = false;
   bool finished_ = false;
   courier::error why_;
+  std::string peer_address_;  // for the log, made when first written
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 };
 

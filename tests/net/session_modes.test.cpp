@@ -1,0 +1,484 @@
+// Start modes of a session server (net/server.hpp), across processes: --fork and --spawn run each
+// session in a process of its own (a session that aborts ends only itself), --thread on a thread
+// of its own (a handler that blocks stalls only its session); each tells the session its peer,
+// counts sessions against --max-connections, reaps or joins them, and stops in order on SIGTERM
+// (the socket file removed, every session process gone); a process with a running system is
+// refused the fork mode with a clear error. The log (--debug, --silent) tells what happened.
+#include <catch2/catch.hpp>
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "courier/net/node.hpp"
+#include "courier/net/process.hpp"
+#include "courier/net/server.hpp"
+#include "courier/system.hpp"
+#include "net_test_util.hpp"
+#include "watchdog.hpp"
+
+using namespace std::chrono_literals;
+namespace net = courier::net;
+
+namespace {
+
+struct started_server {
+  net::child_process process;
+  net::endpoint where;
+};
+
+/// The test server in `mode` on `transport`, once it accepts connections.
+started_server start_server(const std::string& mode, net::endpoint::kind_t transport, std::vector<std::string> extra = {}) {
+  started_server s;
+  s.where.kind = transport;
+  std::vector<std::string> command{COURIER_TEST_SESSION_MODES_SERVER, "--silent", "--" + mode};
+  if (transport == net::endpoint::kind_t::uds) {
+    s.where.file = courier_test::temp_socket_path("modes");
+    command.insert(command.end(), {"--uds", "--file", s.where.file});
+  } else {
+    s.where.port = courier_test::free_tcp_port();
+    command.insert(command.end(), {"--tcp", "--port", std::to_string(s.where.port)});
+  }
+  command.insert(command.end(), extra.begin(), extra.end());
+  const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  auto child = net::spawn_with_stdio(command, null);
+  ::close(null);
+  REQUIRE(child);
+  s.process = std::move(*child);
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (!net::connect(s.where, 200ms)) {
+    REQUIRE_FALSE(s.process.try_wait());
+    REQUIRE(std::chrono::steady_clock::now() < until);
+    std::this_thread::sleep_for(5ms);
+  }
+  return s;
+}
+
+std::int64_t pid_of(const net::context_ref& session) {
+  auto reply = session.call_wait(courier::token("PID_"), {}, 5s);
+  REQUIRE(reply);
+  auto items = reply->items();
+  auto pid = items.read<std::int64_t>();
+  REQUIRE(pid);
+  return *pid;
+}
+
+std::int64_t tid_of(const net::context_ref& session) {
+  auto reply = session.call_wait(courier::token("TID_"), {}, 5s);
+  REQUIRE(reply);
+  auto items = reply->items();
+  auto tid = items.read<std::int64_t>();
+  REQUIRE(tid);
+  return *tid;
+}
+
+bool process_gone(std::int64_t pid) { return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
+
+}  // namespace
+
+TEST_CASE("--fork and --spawn run each session in a process of its own, and one that aborts ends only itself",
+          "[modes]") {
+  courier_test::watchdog wd{"session modes: processes", 60s};
+  for (const std::string mode : {"fork", "spawn"}) {
+    for (auto transport : {net::endpoint::kind_t::uds, net::endpoint::kind_t::tcp}) {
+      INFO(mode << " over " << net::to_string(transport));
+      auto server = start_server(mode, transport);
+      courier::system sys;
+      net::node node(sys);
+      auto a = node.connect(server.where);
+      auto b = node.connect(server.where);
+      REQUIRE(a);
+      REQUIRE(b);
+      const auto pid_a = pid_of(*a), pid_b = pid_of(*b);
+      CHECK(pid_a != pid_b);
+      CHECK(pid_a != server.process.pid());
+      CHECK(pid_b != server.process.pid());
+
+      // The session is told its peer: the transport and, on uds, this process's credentials.
+      auto peer = a->call_wait(courier::token("PEER"), {}, 5s);
+      REQUIRE(peer);
+      auto items = peer->items();
+      CHECK(*items.read<std::string_view>() == net::to_string(transport));
+      const std::string address(*items.read<std::string_view>());
+      if (transport == net::endpoint::kind_t::uds) CHECK(address.find("pid " + std::to_string(::getpid())) == 0);
+      else CHECK(address.rfind("127.0.0.1:", 0) == 0);
+
+      // A session that aborts ends its own process and connection only.
+      auto crashed = a->call_wait(courier::token("ABRT"), {}, 5s);
+      REQUIRE_FALSE(crashed);
+      CHECK(crashed.err() == courier::errc::connection_lost);
+      CHECK(pid_of(*b) == pid_b);
+      auto c = node.connect(server.where);
+      REQUIRE(c);
+      CHECK(pid_of(*c) != pid_b);
+
+      // SIGTERM: the acceptor stops, passes it on, reaps; the sessions' processes are gone.
+      server.process.kill(SIGTERM);
+      CHECK(server.process.wait(10s) == 0);
+      CHECK_FALSE(b->call_wait(courier::token("PID_"), {}, 5s));
+      CHECK(process_gone(pid_a));
+      CHECK(process_gone(pid_b));
+      if (transport == net::endpoint::kind_t::uds) {
+        struct stat st {};
+        CHECK(::stat(server.where.file.c_str(), &st) != 0);
+      }
+      node.stop();
+    }
+  }
+}
+
+TEST_CASE("--max-connections counts the session threads or processes: one more is refused on the wire", "[modes]") {
+  courier_test::watchdog wd{"session modes: limit", 30s};
+  for (const std::string mode : {"thread", "fork", "spawn"}) {
+    INFO(mode);
+    auto server = start_server(mode, net::endpoint::kind_t::uds, {"--max-connections", "1"});
+    courier::system sys;
+    net::node node(sys);
+    // The readiness probe's session may still be ending: wait until one session is served.
+    std::optional<net::context_ref> first;
+    const auto until = std::chrono::steady_clock::now() + 10s;
+    for (;;) {
+      auto a = node.connect(server.where);
+      if (a && a->call_wait(courier::token("PID_"), {}, 5s)) {
+        first = *a;
+        break;
+      }
+      REQUIRE(std::chrono::steady_clock::now() < until);
+      std::this_thread::sleep_for(10ms);
+    }
+    auto refused = node.connect(server.where);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.err().text.find("too many connections") != std::string::npos);
+    // Once the first session's thread or process has ended (and been joined or reaped), a new
+    // one is served.
+    REQUIRE(first->close_wait(5s));
+    const auto again_until = std::chrono::steady_clock::now() + 10s;
+    for (;;) {
+      auto b = node.connect(server.where);
+      if (b) {
+        CHECK(pid_of(*b) > 0);
+        break;
+      }
+      REQUIRE(std::chrono::steady_clock::now() < again_until);
+      std::this_thread::sleep_for(10ms);
+    }
+    server.process.kill(SIGTERM);
+    CHECK(server.process.wait(10s) == 0);
+    node.stop();
+  }
+}
+
+TEST_CASE("a process with a running system is refused the fork mode, with why", "[modes]") {
+  courier_test::watchdog wd{"session modes: fork rule", 20s};
+  courier::system sys;
+  const std::string file = courier_test::temp_socket_path("rule");
+  const char* argv[] = {"server", "--fork", "--uds", "--file", file.c_str()};
+  net::server_program program{.name = "rule-test"};
+  program.session_modes = true;
+  bool served = false;
+  const int status = net::run_server(5, argv, program, [&](net::server_context&) -> courier::result<net::serving> {
+    served = true;
+    return net::serving{};
+  });
+  CHECK(status == 1);
+  CHECK_FALSE(served);
+  CHECK(courier::system::alive() == 1);
+  struct stat st {};
+  CHECK(::stat(file.c_str(), &st) != 0);  // it never listened
+}
+
+TEST_CASE("--thread runs each session on a thread of its own: a handler that blocks stalls only its session",
+          "[modes]") {
+  courier_test::watchdog wd{"session modes: thread", 60s};
+  for (auto transport : {net::endpoint::kind_t::uds, net::endpoint::kind_t::tcp}) {
+    INFO("thread over " << net::to_string(transport));
+    auto server = start_server("thread", transport);
+    courier::system sys;
+    net::node node(sys);
+    auto a = node.connect(server.where);
+    auto b = node.connect(server.where);
+    REQUIRE(a);
+    REQUIRE(b);
+    CHECK(pid_of(*a) == server.process.pid());  // one process,
+    CHECK(pid_of(*b) == server.process.pid());
+    const auto tid_a = tid_of(*a), tid_b = tid_of(*b);
+    CHECK(tid_a != tid_b);  // a thread each,
+    CHECK(tid_a != server.process.pid());  // neither the acceptor's
+    auto peer = a->call_wait(courier::token("PEER"), {}, 5s);
+    REQUIRE(peer);
+    auto items = peer->items();
+    CHECK(*items.read<std::string_view>() == net::to_string(transport));
+    const std::string address(*items.read<std::string_view>());
+    if (transport == net::endpoint::kind_t::uds) CHECK(address.find("pid " + std::to_string(::getpid())) == 0);
+    else CHECK(address.rfind("127.0.0.1:", 0) == 0);
+
+    // a's handler blocks its thread for 2 s; b's session, and a new one, answer meanwhile.
+    std::atomic<bool> blocked_answered{false};
+    bool slept = false;  // checked after the join: Catch's macros are for this thread only
+    std::thread blocked([&] {
+      slept = static_cast<bool>(a->call_wait(courier::token("SLEP"), net::args(std::int32_t{2000}), 10s));
+      blocked_answered = true;
+    });
+    std::this_thread::sleep_for(100ms);  // a's call on its way (b's answer comes first either way)
+    CHECK(tid_of(*b) == tid_b);
+    auto c = node.connect(server.where);
+    REQUIRE(c);
+    CHECK(tid_of(*c) != tid_a);
+    CHECK_FALSE(blocked_answered.load());
+    blocked.join();
+    CHECK(slept);
+    CHECK(tid_of(*a) == tid_a);
+
+    // SIGTERM: each session's thread closes its connection and is joined; the file is removed.
+    server.process.kill(SIGTERM);
+    CHECK(server.process.wait(10s) == 0);
+    CHECK_FALSE(b->call_wait(courier::token("PID_"), {}, 5s));
+    if (transport == net::endpoint::kind_t::uds) {
+      struct stat st {};
+      CHECK(::stat(server.where.file.c_str(), &st) != 0);
+    }
+    node.stop();
+  }
+}
+
+namespace {
+
+/// The test server, its stderr (the log) written to a file, started with `options`.
+started_server start_logged_server(const std::string& log_file, std::vector<std::string> options) {
+  started_server s;
+  s.where.kind = net::endpoint::kind_t::uds;
+  s.where.file = courier_test::temp_socket_path("log");
+  std::string line = std::string("exec ") + COURIER_TEST_SESSION_MODES_SERVER + " --uds --file " + s.where.file;
+  for (const auto& o : options) line.append(" ").append(o);
+  line.append(" 2>").append(log_file);
+  const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  auto child = net::spawn_with_stdio({"/bin/sh", "-c", line}, null);
+  ::close(null);
+  REQUIRE(child);
+  s.process = std::move(*child);
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (!net::connect(s.where, 200ms)) {
+    REQUIRE_FALSE(s.process.try_wait());
+    REQUIRE(std::chrono::steady_clock::now() < until);
+    std::this_thread::sleep_for(5ms);
+  }
+  return s;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+/// Serves one session (after the readiness probe's has ended), refuses a second connection, closes
+/// the first, stops the server with SIGTERM, and returns what it logged.
+std::string log_of_one_session(std::vector<std::string> options) {
+  const std::string log_file = courier_test::temp_socket_path("log") + ".txt";
+  options.insert(options.end(), {"--max-connections", "1"});
+  auto server = start_logged_server(log_file, options);
+  {
+    courier::system sys;
+    net::node node(sys);
+    std::optional<net::context_ref> first;
+    const auto until = std::chrono::steady_clock::now() + 10s;
+    for (;;) {
+      auto a = node.connect(server.where);
+      if (a && a->call_wait(courier::token("PID_"), {}, 5s)) {
+        first = *a;
+        break;
+      }
+      REQUIRE(std::chrono::steady_clock::now() < until);
+      std::this_thread::sleep_for(10ms);
+    }
+    REQUIRE_FALSE(node.connect(server.where));
+    REQUIRE(first->close_wait(5s));
+    node.stop();
+  }
+  std::this_thread::sleep_for(50ms);  // the server's end of the close
+  server.process.kill(SIGTERM);
+  CHECK(server.process.wait(10s) == 0);
+  std::string text = read_file(log_file);
+  ::unlink(log_file.c_str());
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("the log tells of connections, sessions and refusals, as --debug and --silent ask", "[modes][log]") {
+  courier_test::watchdog wd{"session modes: log", 60s};
+  const std::string me = "uds pid " + std::to_string(::getpid());
+  for (const std::string mode : {"pool", "thread"}) {
+    INFO(mode);
+    const std::string detailed = log_of_one_session({"--" + mode, "--debug", "1"});
+    INFO(detailed);
+    CHECK(detailed.find("info: server connection with " + me) != std::string::npos);
+    CHECK(detailed.find(" open") != std::string::npos);
+    CHECK(detailed.find("info: session ") != std::string::npos);
+    CHECK(detailed.find(" started for " + me) != std::string::npos);
+    CHECK(detailed.find("ended: ") != std::string::npos);
+    CHECK(detailed.find("warning: refused a connection from " + me) != std::string::npos);
+    CHECK(detailed.find("too many connections") != std::string::npos);
+
+    const std::string usual = log_of_one_session({"--" + mode});
+    INFO(usual);
+    CHECK(usual.find("info:") == std::string::npos);
+    CHECK(usual.find("warning: refused a connection from " + me) != std::string::npos);
+
+    const std::string silent = log_of_one_session({"--" + mode, "--silent"});
+    CHECK(silent.empty());
+  }
+}
+
+namespace {
+
+/// The entries of a /proc directory of the server (its descriptors, its threads).
+int entries_of(const std::string& dir_path) {
+  DIR* dir = ::opendir(dir_path.c_str());
+  if (!dir) return -1;
+  int count = 0;
+  while (const dirent* entry = ::readdir(dir))
+    if (entry->d_name[0] != '.') ++count;
+  ::closedir(dir);
+  return count;
+}
+
+/// The server's child processes (the sessions of --fork and --spawn), from its main thread's list.
+int children_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+  int count = 0;
+  for (long child = 0; in >> child;) ++count;
+  return count;
+}
+
+long resident_kib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  return -1;
+}
+
+struct server_footprint {
+  int descriptors, threads, children;
+  long resident;
+};
+
+server_footprint footprint_of(pid_t pid) {
+  const std::string proc = "/proc/" + std::to_string(pid);
+  return {entries_of(proc + "/fd"), entries_of(proc + "/task"), children_of(pid), resident_kib(pid)};
+}
+
+}  // namespace
+
+TEST_CASE("mass: thread, fork and spawn sessions by the thousand, hundreds at once, none left",
+          "[modes][.mass]") {
+  courier_test::watchdog wd{"session modes: mass", 280s};
+#if defined(COURIER_TEST_TSAN) || defined(__SANITIZE_ADDRESS__)
+  constexpr int scale = 10;  // the sanitizers slow each session; the full count runs in Release
+#else
+  constexpr int scale = 1;
+#endif
+  struct plan {
+    const char* mode;
+    int sequential, at_once;
+  };
+  // A thread per session is what froze seed 000's application after a few hundred: 500 at once
+  // here. A process per session carries a whole threaded system: 100 at once on 2 cores.
+  for (const plan p : {plan{"thread", 10'000 / scale, 500 / scale}, plan{"fork", 2'000 / scale, 100 / scale},
+                       plan{"spawn", 1'000 / scale, 100 / scale}}) {
+    INFO(p.mode);
+    auto server = start_server(p.mode, net::endpoint::kind_t::uds);
+    const pid_t pid = server.process.pid();
+    courier::system sys;
+    net::node node(sys);
+    auto one = [&]() {
+      auto c = node.connect(server.where);
+      if (!c) return false;
+      auto r = c->call_wait(courier::token("PID_"), {}, 10s);
+      return r && c->close_wait(10s);
+    };
+    for (int i = 0; i < 20; ++i) REQUIRE(one());  // warm
+    const auto settled = [&](const server_footprint& want) {
+      const auto until = std::chrono::steady_clock::now() + 20s;
+      server_footprint now = footprint_of(pid);
+      while ((now.descriptors != want.descriptors || now.threads != want.threads || now.children != 0) &&
+             std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(20ms);
+        now = footprint_of(pid);
+      }
+      return now;
+    };
+    server_footprint idle = footprint_of(pid);
+    idle.threads = 1;  // the acceptor alone, once the warm-up's sessions are joined
+    idle = settled(idle);
+    CHECK(idle.threads == 1);
+    CHECK(idle.children == 0);
+
+    int failures = 0;
+    for (int i = 0; i < p.sequential; ++i) failures += one() ? 0 : 1;
+    CHECK(failures == 0);
+
+    const server_footprint after_sequence = settled(idle);
+    CHECK(after_sequence.descriptors == idle.descriptors);
+    CHECK(after_sequence.threads == 1);
+    CHECK(after_sequence.children == 0);
+
+    // Hundreds at once, twice: the second round must reuse what the first left to the allocator.
+    std::vector<server_footprint> busy, after;
+    for (int round = 0; round < 2; ++round) {
+      INFO("round " << round);
+      std::vector<net::context_ref> open;
+      for (int i = 0; i < p.at_once; ++i) {
+        auto c = node.connect(server.where);
+        INFO("connection " << i << ": " << (c ? std::string("ok") : c.err().describe()));
+        REQUIRE(c);
+        open.push_back(*c);
+      }
+      std::atomic<int> answered{0}, wrong{0};
+      for (const net::context_ref& c : open)
+        c.call(courier::token("PID_"), {}, 30s)
+            .then([&](const courier::wire::items_ref&) { answered.fetch_add(1); },
+                  [&](const courier::error&) { wrong.fetch_add(1); });
+      const auto until = std::chrono::steady_clock::now() + 60s;
+      while (answered.load() + wrong.load() < p.at_once && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(10ms);
+      CHECK(answered.load() == p.at_once);
+      busy.push_back(footprint_of(pid));
+      if (std::string(p.mode) == "thread") CHECK(busy.back().threads == 1 + p.at_once);
+      else CHECK(busy.back().children == p.at_once);
+      for (const net::context_ref& c : open) (void)c.close();
+      open.clear();
+      after.push_back(settled(idle));
+      CHECK(after.back().descriptors == idle.descriptors);
+      CHECK(after.back().threads == 1);
+      CHECK(after.back().children == 0);
+    }
+    INFO("idle " << idle.resident << " KiB, after " << p.sequential << " in sequence " << after_sequence.resident
+                 << " KiB, " << p.at_once << " at once " << busy[0].resident << " KiB, after " << after[0].resident
+                 << " KiB, again " << busy[1].resident << " KiB, after " << after[1].resident << " KiB");
+    // Memory: serving in sequence keeps nothing per session; after hundreds at once the allocator
+    // may keep their threads' heaps (mimalloc abandons a thread's pages for others to reclaim),
+    // at most 256 KiB a session, and a second round reuses them.
+    CHECK(after_sequence.resident - idle.resident < 16 * 1024);
+    CHECK(after[0].resident - idle.resident < 256L * p.at_once + 16 * 1024);
+    CHECK(after[1].resident - after[0].resident < 16 * 1024);
+    WARN(p.mode << ": resident memory idle " << idle.resident << " KiB, after " << p.sequential << " in sequence "
+                << after_sequence.resident << " KiB, " << p.at_once << " at once " << busy[0].resident << " KiB, after "
+                << after[0].resident << " KiB, a second round " << busy[1].resident << " KiB, after " << after[1].resident
+                << " KiB");
+    CHECK(one());  // still serving
+    server.process.kill(SIGTERM);
+    CHECK(server.process.wait(10s) == 0);
+    node.stop();
+  }
+}

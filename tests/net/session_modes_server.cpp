@@ -1,0 +1,48 @@
+// The server of net_session_modes: a session per connection in the start mode its options choose
+// (--pool, --thread, --fork, --spawn), with services that tell which process and thread serve the
+// session (PID_, TID_), who the session's peer is (PEER), one that blocks its thread for the
+// milliseconds it is given (SLEP) and one that aborts its process (ABRT).
+#include <courier/courier.hpp>
+#include <courier/net/server.hpp>
+#include <courier/net/services.hpp>
+#include <courier/net/session.hpp>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+
+namespace net = courier::net;
+
+int main(int argc, char** argv) {
+  net::server_program program{.name = "courier-test-session-modes-server"};
+  program.session_modes = true;
+  return net::run_server(argc, argv, program, [](net::server_context& s) {
+    return s.net.serve_sessions([](const net::peer_info& peer, net::context_ref) {
+      auto table = std::make_shared<net::service_table>();
+      table->add(courier::token("PID_"), [](net::incoming& call) { call.reply().add(static_cast<std::int64_t>(::getpid())); });
+      table->add(courier::token("TID_"), [](net::incoming& call) { call.reply().add(static_cast<std::int64_t>(::gettid())); });
+      table->add(courier::token("SLEP"), [](net::incoming& call) {
+        auto ms = call.read<std::int32_t>();
+        if (!ms) return;  // the call fails, naming the argument
+        std::this_thread::sleep_for(std::chrono::milliseconds(*ms));
+        call.reply().add(*ms);
+      });
+      table->add(courier::token("PEER"), [peer](net::incoming& call) {
+        call.reply().add(std::string_view(net::to_string(peer.transport))).add(std::string_view(peer.address));
+      });
+      table->add(courier::token("ABRT"), [](net::incoming&) {
+        const rlimit no_core{0, 0};  // the crash is the test's: no core file for it
+        ::setrlimit(RLIMIT_CORE, &no_core);
+        std::abort();
+      });
+      net::session session;
+      session.services = std::move(table);
+      return session;
+    }, s.where, s.config);
+  });
+}
