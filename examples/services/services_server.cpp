@@ -9,6 +9,7 @@
 //   courier-services-client @ courier-services-server                  (the C++ client, calls both ways)
 #include <courier/courier.hpp>
 #include <courier/fields.hpp>
+#include <courier/wire/copy.hpp>
 #include <courier/net/local_context.hpp>
 #include <courier/net/node.hpp>
 #include <courier/net/options.hpp>
@@ -35,25 +36,6 @@ struct multiply {
   COURIER_FIELDS(a, b);
 };
 
-// Copies the next item (a list with everything in it) from the call to the reply; false at the end
-// of the items or of a list.
-bool copy_item(wire::reader& in, wire::frame_writer& out) {
-  if (wire::with_scalar_type(in.peek(), [&]<class T>() { out.add(*in.read<T>()); })) return true;
-  switch (in.peek()) {
-    case wire::item_type::string: out.add(*in.read<std::string_view>()); return true;
-    case wire::item_type::binary: out.add_binary(*in.read<std::span<const std::byte>>()); return true;
-    case wire::item_type::list:
-      (void)in.begin_list();
-      out.begin_list();
-      while (copy_item(in, out)) {
-      }
-      (void)in.end_list();
-      out.end_list();
-      return true;
-    default: return false;  // the end of a list, or of the items
-  }
-}
-
 std::shared_ptr<const courier::net::service_table> services(std::shared_ptr<std::int64_t> greetings) {
   auto table = std::make_shared<courier::net::service_table>();
   // HELO: a hello world. A caller that sends another item type gets type_mismatch, naming it.
@@ -65,8 +47,7 @@ std::shared_ptr<const courier::net::service_table> services(std::shared_ptr<std:
    }, {"(string name)", "string", "says hello"});
   // ELST: whatever items it is given, echoed back in order (no signature: any items).
   table->add(courier::token("ELST"), [](courier::net::incoming& call) {
-     while (copy_item(call.items(), call.reply())) {
-     }
+     wire::copy_items(call.items(), call.reply());
    }, {"", "", "echoes its items back, whatever they are"});
   // BACK: calls the client back (its NAME service, in the same context, on the same connection)
   // and greets it by the name it gave. The handler must not block: it defers its reply, and the

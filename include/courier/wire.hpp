@@ -19,6 +19,7 @@
 // from two threads at once.
 
 #include "courier/wire/buffer.hpp"    // IWYU pragma: export
+#include "courier/wire/copy.hpp"      // IWYU pragma: export
 #include "courier/wire/decoder.hpp"   // IWYU pragma: export
 #include "courier/wire/encoder.hpp"   // IWYU pragma: export
 #include "courier/wire/error.hpp"     // IWYU pragma: export

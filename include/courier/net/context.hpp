@@ -219,6 +219,12 @@ class context_ref {
   bool send(courier::token token, arguments items = {}) const {
     return connection_.send(detail::dynamic_call{token, id_, std::move(items)});
   }
+  /// send(), refusing at the call rather than making a dead letter: send_result::full while the
+  /// connection's mailbox or its output is above its mark (try again later: the message was not
+  /// taken), stopped when the connection actor has stopped.
+  [[nodiscard]] send_result try_send(courier::token token, arguments items = {}) const {
+    return connection_.try_send(detail::dynamic_call{token, id_, std::move(items)});
+  }
   /// END_AND_CALLBACK: `.then(on_reply(const wire::items_ref&), on_error(const courier::error&))`.
   [[nodiscard]] request_handle<detail::context_calls, detail::dynamic_call> call(courier::token token, arguments items = {},
                                                                                timespan timeout = infinite) const {

@@ -1,0 +1,182 @@
+// courier-perf: the perf client. Runs the tests against a courier-perf-server for --sec seconds
+// each and prints `--<test> <count/sec> [<count> / <seconds>]`; with --raw also the raw limits of
+// the same transport, measured by this binary, and each test's ratio to its limit; --matrix runs
+// every transport x start mode x test and prints the table (and --json, --chart).
+//   courier-perf --all @ courier-perf-server                 (pipe: starts the server itself)
+//   courier-perf-server --uds --file /tmp/perf.sock &  courier-perf --send-and-wait --raw --uds --file /tmp/perf.sock
+//   courier-perf --matrix --quick --json perf.json --chart perf.png
+#include <CLI/CLI.hpp>
+#include <courier/net/options.hpp>
+#include <limits.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "perf_matrix.hpp"
+#include "perf_tests.hpp"
+
+namespace net = courier::net;
+namespace perf = courier::perf;
+
+namespace {
+
+struct perf_options {
+  std::map<std::string_view, bool> chosen;  // by test name
+  bool all = false, raw = false, matrix = false, quick = false, raw_echo = false;
+  double seconds = 2.0;
+  std::string json, chart, server, chart_script;
+  std::string raw_mode = "pool";
+  std::vector<std::string> modes{"pool"};
+};
+
+const std::map<std::string, perf::start_mode> mode_names{{"pool", perf::start_mode::pool},
+                                                         {"thread", perf::start_mode::thread},
+                                                         {"fork", perf::start_mode::fork},
+                                                         {"spawn", perf::start_mode::spawn}};
+
+net::extra_options declare(perf_options& o) {
+  return [&o](CLI::App& app) {
+    for (const auto& t : perf::all_tests) app.add_flag("--" + std::string(t.name), o.chosen[t.name], std::string(t.help));
+    app.add_flag("--all", o.all, "Every test (the default when none is named)");
+    app.add_option("--sec", o.seconds, "Seconds each test runs (default 2; --quick: 0.1)")->check(CLI::PositiveNumber);
+    app.add_flag("--raw", o.raw, "Also the raw limits of the transport (raw-roundtrip, raw-pipelined, raw-connect), "
+                                 "and each test's ratio to its limit");
+    app.add_option("--raw-mode", o.raw_mode, "How raw-connect's peer runs each connection: as the server's start mode "
+                                             "(pool, thread, fork, spawn; default pool)")
+        ->check(CLI::IsMember({"pool", "thread", "fork", "spawn"}));
+    app.add_flag("--matrix", o.matrix, "Every transport (pipe, uds, tcp) x start mode x test, with the raw limits");
+    app.add_option("--modes", o.modes, "--matrix: the server's start modes to run on uds and tcp (default pool)")
+        ->check(CLI::IsMember({"pool", "thread", "fork", "spawn"}))
+        ->delimiter(',');
+    app.add_flag("--quick", o.quick, "Each cell briefly (0.1 s): a smoke run");
+    app.add_option("--json", o.json, "--matrix: also write the figures as JSON to FILE")->type_name("FILE");
+    app.add_option("--chart", o.chart, "--matrix: also draw them (gnuplot, log scale) into FILE.png")->type_name("FILE");
+    app.add_option("--chart-script", o.chart_script, "The gnuplot script --chart runs (default: the installed one)")
+        ->type_name("FILE");
+    app.add_option("--server", o.server, "The courier-perf-server --matrix starts (default: the one beside this program)")
+        ->type_name("PATH");
+    app.add_flag("--raw-echo", o.raw_echo, "(internal) be the raw limits' echo peer on stdin")->group("");
+  };
+}
+
+std::string self_path(const char* argv0) {
+  char path[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n <= 0) return argv0;
+  return std::string(path, static_cast<std::size_t>(n));
+}
+
+std::string beside(const std::string& self, const char* name) {
+  return (std::filesystem::path(self).parent_path() / name).string();
+}
+
+std::string default_chart_script() {
+  for (const char* candidate : {COURIER_PERF_CHART_SCRIPT_INSTALLED, COURIER_PERF_CHART_SCRIPT_SOURCE})
+    if (std::filesystem::exists(candidate)) return candidate;
+  return COURIER_PERF_CHART_SCRIPT_INSTALLED;
+}
+
+void print_figure(std::string_view name, const perf::measured& m) {
+  std::printf("%-22.*s %10.0f [%llu / %.2f]", static_cast<int>(name.size()), name.data(), m.per_second(),
+              static_cast<unsigned long long>(m.count), m.seconds);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  perf_options o;
+  const auto extra = declare(o);
+  auto opts = net::parse_options(argc, argv, "courier-perf", extra);
+  if (!opts) {
+    std::fprintf(stderr, "courier-perf: %s\n%s", opts.err().text.c_str(), net::options_help("courier-perf", extra).c_str());
+    return 2;
+  }
+  if (opts->help) {
+    std::printf("%s", net::options_help("courier-perf", extra).c_str());
+    return 0;
+  }
+  const std::string self = self_path(argv[0]);
+  if (o.raw_echo) return perf::run_raw_echo(self, mode_names.at(o.raw_mode));
+
+  std::vector<std::string_view> tests;
+  for (const auto& t : perf::all_tests)
+    if (o.all || o.chosen[t.name]) tests.push_back(t.name);
+  if (tests.empty())
+    for (const auto& t : perf::all_tests) tests.push_back(t.name);
+  const std::chrono::duration<double> run_for(o.quick && o.seconds == 2.0 ? 0.1 : o.seconds);
+  if (o.server.empty()) o.server = beside(self, "courier-perf-server");
+
+  if (o.matrix) {
+    perf::matrix_options m;
+    m.self = self;
+    m.server = o.server;
+    m.run_for = run_for;
+    m.tests = tests;
+    for (const auto& name : o.modes) m.modes.push_back(mode_names.at(name));
+    m.timeout = opts->timeout;
+    m.json_file = o.json;
+    m.chart_file = o.chart;
+    m.chart_script = o.chart_script.empty() ? default_chart_script() : o.chart_script;
+    return perf::run_matrix(m);
+  }
+  if (!o.json.empty() || !o.chart.empty() || o.modes.size() != 1 || o.modes[0] != "pool") {
+    std::fprintf(stderr, "courier-perf: --json, --chart and --modes go with --matrix\n");
+    return 2;
+  }
+
+  net::endpoint where = opts->where;
+  if (where.kind == net::endpoint::kind_t::pipe && where.command.empty()) where.command = {o.server};
+  std::map<std::string_view, perf::measured> raw;
+  if (o.raw) {
+    auto peer = perf::raw_peer::start(self, where, mode_names.at(o.raw_mode));
+    if (!peer) {
+      std::fprintf(stderr, "courier-perf: the raw peer: %s\n", peer.err().describe().c_str());
+      return 1;
+    }
+    using run_raw = courier::result<perf::measured> (perf::raw_peer::*)(std::chrono::duration<double>);
+    const std::pair<std::string_view, run_raw> figures[] = {{"raw-roundtrip", &perf::raw_peer::roundtrip},
+                                                             {"raw-pipelined", &perf::raw_peer::pipelined},
+                                                             {"raw-connect", &perf::raw_peer::connect}};
+    for (const auto& [name, run] : figures) {
+      auto m = ((*peer).*run)(run_for);
+      if (!m) {
+        std::fprintf(stderr, "courier-perf: %.*s: %s\n", static_cast<int>(name.size()), name.data(), m.err().describe().c_str());
+        return 1;
+      }
+      raw.emplace(name, *m);
+      print_figure(name, *m);
+      std::printf("\n");
+    }
+  }
+
+  courier::system sys;
+  net::node node(sys);
+  net::connection_config base;
+  base.name = "courier-perf";
+  int status = 0;
+  {
+    perf::perf_client client(sys, node, where, net::config_from(*opts, base), opts->timeout);
+    for (auto test : tests) {
+      auto m = client.run(test, run_for);
+      if (!m) {
+        std::fprintf(stderr, "courier-perf: --%.*s: %s\n", static_cast<int>(test.size()), test.data(), m.err().describe().c_str());
+        status = 1;
+        continue;
+      }
+      print_figure("--" + std::string(test), *m);
+      for (const auto& t : perf::all_tests) {
+        auto b = raw.find(t.bound);
+        if (t.name == test && b != raw.end() && b->second.per_second() > 0)
+          std::printf("  %.2fx %.*s", m->per_second() / b->second.per_second(), static_cast<int>(t.bound.size()), t.bound.data());
+      }
+      std::printf("\n");
+      std::fflush(stdout);
+    }
+  }
+  node.stop(std::chrono::seconds(2));
+  return status;
+}

@@ -1,0 +1,348 @@
+#include "perf_matrix.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
+
+#include "bench_util.hpp"
+#include "perf_tests.hpp"
+
+namespace courier::perf {
+
+namespace {
+
+using kind = net::endpoint::kind_t;
+
+struct setup {
+  kind transport;
+  start_mode mode;
+  [[nodiscard]] std::string label() const { return std::string(net::to_string(transport)) + " " + to_string(mode); }
+};
+
+struct setup_result {
+  setup where;
+  std::map<std::string, measured, std::less<>> figures;  // tests and raw limits by name
+  std::vector<std::string> failures;
+};
+
+/// libmsgque's summary, C row: microseconds per END, CALLBACK, WAIT, parent create + delete, child
+/// create + delete.
+struct libmsgque_row {
+  kind transport;
+  start_mode mode;
+  double end, callback, wait, parent, child;
+};
+constexpr libmsgque_row libmsgque_rows[] = {
+    {kind::pipe, start_mode::spawn, 3.42, 9.15, 14.49, 744.77 + 94.11, 70.18 + 23.82},
+    {kind::uds, start_mode::fork, 3.36, 9.53, 14.79, 294.96 + 119.75, 69.97 + 23.76},
+    {kind::uds, start_mode::thread, 3.65, 9.77, 15.08, 140.56 + 77.82, 74.89 + 25.37},
+    {kind::uds, start_mode::spawn, 4.40, 9.40, 14.67, 735.16 + 115.10, 71.23 + 24.28},
+    {kind::tcp, start_mode::fork, 2.87, 6.82, 24.20, 361.46 + 167.53, 80.15 + 34.82},
+    {kind::tcp, start_mode::thread, 3.10, 7.16, 24.61, 215.28 + 113.75, 80.32 + 34.36},
+    {kind::tcp, start_mode::spawn, 2.80, 6.47, 25.42, 785.17 + 157.26, 80.34 + 34.04},
+};
+
+std::string_view bound_of(std::string_view test) {
+  for (const auto& t : all_tests)
+    if (t.name == test) return t.bound;
+  return {};
+}
+
+/// "1.23M", "45.6k", "789".
+std::string human(double per_second) {
+  char text[32];
+  if (per_second >= 1e6) std::snprintf(text, sizeof text, "%.2fM", per_second / 1e6);
+  else if (per_second >= 1e4) std::snprintf(text, sizeof text, "%.1fk", per_second / 1e3);
+  else std::snprintf(text, sizeof text, "%.0f", per_second);
+  return text;
+}
+
+/// Any free port on the loopback interface, for a server this process starts.
+courier::result<std::uint16_t> free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return courier::error(std::error_code(errno, std::system_category()), "socket");
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t size = sizeof address;
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size) == 0;
+  ::close(fd);
+  if (!ok) return courier::error(std::error_code(errno, std::system_category()), "bind a free port");
+  return ntohs(address.sin_port);
+}
+
+/// courier-perf-server on uds or tcp, stopped (SIGTERM, then reaped) when this goes.
+class server_process {
+ public:
+  static courier::result<server_process> start(const matrix_options& opts, const setup& s, net::endpoint& where) {
+    std::vector<std::string> command{opts.server, "--silent", std::string("--") + to_string(s.mode)};
+    if (s.transport == kind::uds) {
+      where.file = "/tmp/courier-perf-" + std::to_string(::getpid()) + ".sock";
+      command.insert(command.end(), {"--uds", "--file", where.file});
+    } else {
+      auto port = free_port();
+      if (!port) return port.err();
+      where.port = *port;
+      command.insert(command.end(), {"--tcp", "--port", std::to_string(*port)});
+    }
+    const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+    auto child = net::spawn_with_stdio(command, null);
+    ::close(null);
+    if (!child) return child.err();
+    server_process p{std::move(*child)};
+    // Ready once it accepts: a first connection (a session of its own, closed at once) says so.
+    const auto until = std::chrono::steady_clock::now() + opts.timeout;
+    for (;;) {
+      if (auto c = net::connect(where, std::chrono::milliseconds(200))) return p;
+      if (p.child_.try_wait()) return courier::error(errc::connection_lost, opts.server + " " + p.child_.describe_exit());
+      if (std::chrono::steady_clock::now() > until)
+        return courier::error(errc::request_timeout, opts.server + " did not listen on " + net::to_string(where));
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  server_process(server_process&&) noexcept = default;
+  server_process& operator=(server_process&&) = delete;
+  ~server_process() { child_.kill(SIGTERM); }
+
+ private:
+  explicit server_process(net::child_process child) : child_(std::move(child)) {}
+  net::child_process child_;
+};
+
+setup_result run_setup(const matrix_options& opts, const setup& s) {
+  setup_result out{s, {}, {}};
+  net::endpoint where;
+  where.kind = s.transport;
+  {
+    net::endpoint raw_where = where;
+    raw_where.file = "/tmp/courier-perf-" + std::to_string(::getpid());  // uds: the raw peer's file is beside it
+    auto raw = raw_peer::start(opts.self, raw_where, s.mode);
+    if (!raw) {
+      out.failures.push_back("raw peer: " + raw.err().describe());
+    } else {
+      auto note = [&](std::string_view name, courier::result<measured> m) {
+        if (m) out.figures.emplace(std::string(name), *m);
+        else out.failures.push_back(std::string(name) + ": " + m.err().describe());
+      };
+      note("raw-roundtrip", raw->roundtrip(opts.run_for));
+      note("raw-pipelined", raw->pipelined(opts.run_for));
+      note("raw-connect", raw->connect(opts.run_for));
+    }
+  }
+  std::optional<server_process> server;
+  if (s.transport == kind::pipe) {
+    where.command = {opts.server};
+  } else {
+    auto started = server_process::start(opts, s, where);
+    if (!started) {
+      out.failures.push_back("server: " + started.err().describe());
+      return out;
+    }
+    server.emplace(std::move(*started));
+  }
+  courier::system sys;
+  net::node node(sys);
+  {
+    net::connection_config cfg;
+    cfg.name = "courier-perf";
+    cfg.handshake_timeout = cfg.connect_timeout = opts.timeout;
+    perf_client client(sys, node, where, cfg, opts.timeout);
+    for (auto test : opts.tests) {
+      auto m = client.run(test, opts.run_for);
+      if (m) out.figures.emplace(std::string(test), *m);
+      else out.failures.push_back(std::string(test) + ": " + m.err().describe());
+    }
+  }
+  node.stop(std::chrono::seconds(2));
+  return out;
+}
+
+std::optional<double> ratio_to_bound(const setup_result& r, std::string_view test) {
+  const auto bound = bound_of(test);
+  auto t = r.figures.find(test);
+  auto b = r.figures.find(bound);
+  if (bound.empty() || t == r.figures.end() || b == r.figures.end() || b->second.per_second() <= 0) return std::nullopt;
+  return t->second.per_second() / b->second.per_second();
+}
+
+std::optional<double> ratio_to_libmsgque(const setup_result& r, std::string_view test) {
+  const double theirs = libmsgque_per_second(r.where.transport, r.where.mode, test);
+  auto t = r.figures.find(test);
+  if (theirs <= 0 || t == r.figures.end()) return std::nullopt;
+  return t->second.per_second() / theirs;
+}
+
+void print_table(const matrix_options& opts, const std::vector<setup_result>& results) {
+  std::vector<std::string_view> columns(opts.tests.begin(), opts.tests.end());
+  columns.insert(columns.end(), raw_tests.begin(), raw_tests.end());
+  std::printf("\ncourier-perf matrix: counts per second, %.2g s per cell; (x.xx) is the ratio to the raw limit named\n"
+              "under the test, measured in the same run; 'x libmsgque' the ratio to libmsgque's summary (C, 2009)\n\n",
+              opts.run_for.count());
+  std::printf("%-12s", "setup");
+  for (auto c : columns) std::printf(" | %17.*s", static_cast<int>(c.size()), c.data());
+  std::printf("\n%-12s", "");
+  for (auto c : columns) {
+    const auto b = bound_of(c);
+    std::printf(" | %17.*s", static_cast<int>(b.size()), b.data());
+  }
+  std::printf("\n");
+  for (const auto& r : results) {
+    std::printf("%-12s", r.where.label().c_str());
+    for (auto c : columns) {
+      auto f = r.figures.find(c);
+      std::string cell = f == r.figures.end() ? "failed" : human(f->second.per_second());
+      if (auto q = ratio_to_bound(r, c)) {
+        char text[16];
+        std::snprintf(text, sizeof text, " (%.2f)", *q);
+        cell += text;
+      }
+      std::printf(" | %17s", cell.c_str());
+    }
+    std::printf("\n%-12s", "x libmsgque");
+    for (auto c : columns) {
+      char text[16] = "";
+      if (auto q = ratio_to_libmsgque(r, c)) std::snprintf(text, sizeof text, "%.1fx", *q);
+      std::printf(" | %17s", text);
+    }
+    std::printf("\n");
+  }
+}
+
+nlohmann::json to_json(const matrix_options& opts, const std::vector<setup_result>& results) {
+  nlohmann::json doc;
+  doc["machine"] = courier_bench::machine_description();
+  doc["seconds_per_cell"] = opts.run_for.count();
+  doc["libmsgque"] = "libmsgque's performance summary, C row (Intel Core2 6600, 2009); pool is compared with its thread row";
+  for (const auto& r : results) {
+    nlohmann::json s;
+    s["transport"] = net::to_string(r.where.transport);
+    s["mode"] = to_string(r.where.mode);
+    for (const auto& [name, m] : r.figures) {
+      nlohmann::json f{{"count", m.count}, {"seconds", m.seconds}, {"per_second", m.per_second()}};
+      if (auto b = bound_of(name); !b.empty()) f["bound"] = std::string(b);
+      if (auto q = ratio_to_bound(r, name)) f["ratio_to_bound"] = *q;
+      if (const double theirs = libmsgque_per_second(r.where.transport, r.where.mode, name); theirs > 0) {
+        f["libmsgque_per_second"] = theirs;
+        f["ratio_to_libmsgque"] = m.per_second() / theirs;
+      }
+      s["figures"][name] = std::move(f);
+    }
+    s["failures"] = r.failures;
+    doc["setups"].push_back(std::move(s));
+  }
+  return doc;
+}
+
+/// The chart's data: a row per cell (setup and test), Courier's figure, its raw bound, libmsgque's.
+bool write_chart_data(const std::string& file, const matrix_options& opts, const std::vector<setup_result>& results) {
+  std::ofstream out(file);
+  out << "# cell courier raw libmsgque (counts per second; ? where there is none)\n";
+  auto value = [](std::optional<double> v) { return v && *v > 0 ? std::to_string(*v) : std::string("?"); };
+  for (const auto& r : results) {
+    for (auto test : opts.tests) {
+      auto f = r.figures.find(test);
+      auto b = r.figures.find(bound_of(test));
+      const double theirs = libmsgque_per_second(r.where.transport, r.where.mode, test);
+      out << '"' << r.where.label() << ' ' << test << "\" "
+          << value(f == r.figures.end() ? std::nullopt : std::optional(f->second.per_second())) << ' '
+          << value(b == r.figures.end() ? std::nullopt : std::optional(b->second.per_second())) << ' '
+          << value(theirs > 0 ? std::optional(theirs) : std::nullopt) << '\n';
+    }
+  }
+  return static_cast<bool>(out);
+}
+
+bool draw_chart(const matrix_options& opts, const std::vector<setup_result>& results) {
+  const std::string data = opts.chart_file + ".dat";
+  if (!write_chart_data(data, opts, results)) {
+    std::fprintf(stderr, "courier-perf: cannot write %s\n", data.c_str());
+    return false;
+  }
+  const std::string title = "courier-perf --matrix, " + courier_bench::machine_description();
+  // The names go to gnuplot as strings in its own syntax: single quotes, doubled inside.
+  auto quoted = [](const std::string& s) {
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("''") : std::string(1, c);
+    return q + "'";
+  };
+  const std::string settings = "datafile=" + quoted(data) + "; outfile=" + quoted(opts.chart_file) +
+                               "; charttitle=" + quoted(title);
+  std::vector<std::string> command{"gnuplot", "-e", settings, opts.chart_script};
+  const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  auto child = net::spawn_with_stdio(command, null);
+  ::close(null);
+  if (!child) {
+    std::fprintf(stderr, "courier-perf: cannot run gnuplot: %s\n", child.err().describe().c_str());
+    return false;
+  }
+  const int status = child->wait(std::chrono::seconds(60));
+  if (status != 0) {
+    std::fprintf(stderr, "courier-perf: gnuplot %s on %s\n", child->describe_exit().c_str(), opts.chart_script.c_str());
+    return false;
+  }
+  std::printf("chart: %s (data: %s)\n", opts.chart_file.c_str(), data.c_str());
+  return true;
+}
+
+}  // namespace
+
+double libmsgque_per_second(kind transport, start_mode mode, std::string_view test) noexcept {
+  if (mode == start_mode::pool) mode = start_mode::thread;
+  for (const auto& row : libmsgque_rows) {
+    if (row.transport != transport || row.mode != mode) continue;
+    const double us = test == "send" ? row.end
+                      : test == "send-and-callback" ? row.callback
+                      : test == "send-and-wait" ? row.wait
+                      : test == "parent" ? row.parent
+                      : test == "child" ? row.child
+                                        : 0.0;
+    return us > 0 ? 1e6 / us : 0.0;
+  }
+  return 0.0;
+}
+
+int run_matrix(const matrix_options& opts) {
+  std::vector<setup> setups{{kind::pipe, start_mode::spawn}};
+  for (kind t : {kind::uds, kind::tcp})
+    for (start_mode m : opts.modes) setups.push_back({t, m});
+  const double per_setup = opts.run_for.count() * 1.1 * static_cast<double>(opts.tests.size() + raw_tests.size()) + 0.5;
+  std::printf("machine: %s\n", courier_bench::machine_description().c_str());
+  std::vector<setup_result> results;
+  bool failed = false;
+  for (std::size_t i = 0; i < setups.size(); ++i) {
+    std::fprintf(stderr, "courier-perf: [%zu/%zu] %s: the raw limits, then %zu tests (about %.0f s left)\n", i + 1,
+                 setups.size(), setups[i].label().c_str(), opts.tests.size(),
+                 per_setup * static_cast<double>(setups.size() - i));
+    results.push_back(run_setup(opts, setups[i]));
+    for (const auto& why : results.back().failures) {
+      std::fprintf(stderr, "courier-perf: %s: %s\n", setups[i].label().c_str(), why.c_str());
+      failed = true;
+    }
+  }
+  print_table(opts, results);
+  if (!opts.json_file.empty()) {
+    std::ofstream out(opts.json_file);
+    out << to_json(opts, results).dump(2) << '\n';
+    if (!out) {
+      std::fprintf(stderr, "courier-perf: cannot write %s\n", opts.json_file.c_str());
+      failed = true;
+    } else {
+      std::printf("json: %s\n", opts.json_file.c_str());
+    }
+  }
+  if (!opts.chart_file.empty() && !draw_chart(opts, results)) failed = true;
+  return failed ? 1 : 0;
+}
+
+}  // namespace courier::perf

@@ -1,0 +1,87 @@
+#pragma once
+/// @file
+/// The raw limits courier-perf prints beside its figures, measured by the same binary over the same
+/// transport: a bare echo of 64-byte messages with no framing, no actors and no codec. The peer is a
+/// second process, started as `courier-perf --raw-echo` (this binary): over pipe it is the child on
+/// the socket pair; over uds and tcp it accepts on a listener this process made and serves each
+/// connection as the server's start mode would (in its own loop, a thread, a fork or a posix_spawn
+/// per connection), so raw-connect is the bare cost of that mode.
+///
+/// Thread-safety: one thread uses a raw_peer.
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "courier/error.hpp"
+#include "courier/net/endpoint.hpp"
+#include "courier/net/process.hpp"
+#include "courier/net/transport.hpp"
+
+namespace courier::perf {
+
+/// How a server runs each connection: its start mode (--pool, --thread, --fork, --spawn).
+enum class start_mode : std::uint8_t { pool, thread, fork, spawn };
+const char* to_string(start_mode mode) noexcept;
+
+/// What a test counted in the time it ran.
+struct measured {
+  std::uint64_t count = 0;
+  double seconds = 0;
+  [[nodiscard]] double per_second() const noexcept { return seconds > 0 ? static_cast<double>(count) / seconds : 0; }
+};
+
+/// Runs `step` (returning courier::result<void>) until `run_for` has passed, reading the clock every
+/// `stride` steps; the first failure ends the run with it.
+template <class Step>
+courier::result<measured> run_timed(std::chrono::duration<double> run_for, std::size_t stride, Step&& step) {
+  using clock_type = std::chrono::steady_clock;
+  const auto start = clock_type::now();
+  const auto until = start + std::chrono::duration_cast<clock_type::duration>(run_for);
+  measured m;
+  for (;;) {
+    for (std::size_t i = 0; i < stride; ++i, ++m.count)
+      if (auto ok = step(); !ok) return ok.err();
+    const auto now = clock_type::now();
+    if (now >= until) {
+      m.seconds = std::chrono::duration<double>(now - start).count();
+      return m;
+    }
+  }
+}
+
+/// A raw echo peer on one transport.
+class raw_peer {
+ public:
+  raw_peer(raw_peer&&) noexcept = default;
+  raw_peer& operator=(raw_peer&&) = delete;
+  ~raw_peer();  // ends the acceptor (SIGTERM) and reaps it; removes the uds file
+
+  /// Starts it: `self` is this program's path, `where` the transport (its file or port is chosen
+  /// here: a uds file beside the one given, or any free tcp port on its host).
+  static courier::result<raw_peer> start(const std::string& self, const net::endpoint& where, start_mode mode);
+
+  /// One round trip at a time (the blocking raw limit of a call).
+  courier::result<measured> roundtrip(std::chrono::duration<double> run_for);
+  /// 64 messages kept in flight (the raw limit of calls with callbacks).
+  courier::result<measured> pipelined(std::chrono::duration<double> run_for);
+  /// A fresh connection and one round trip each time (the raw limit of a session's start).
+  courier::result<measured> connect(std::chrono::duration<double> run_for);
+
+ private:
+  raw_peer() = default;
+  courier::result<net::socket> open();
+
+  std::string self_;
+  net::endpoint where_;  // pipe: this binary with --raw-echo; uds and tcp: the listener's
+  std::optional<net::listener> listening_;
+  std::optional<net::child_process> acceptor_;  // uds and tcp: the process that accepts
+  std::optional<net::child_process> pipe_child_;  // pipe: the peer of the open connection
+};
+
+/// The peer's side: `courier-perf --raw-echo --raw-mode M` runs this on its standard input (a
+/// connection, or a listener to accept on) and returns its exit status.
+int run_raw_echo(const std::string& self, start_mode mode);
+
+}  // namespace courier::perf
