@@ -123,8 +123,67 @@ class process_runner final : public session_runner {
   std::vector<child_process> sessions_;
 };
 
-/// How long a --thread session's thread looks for work before it sleeps in poll.
+/// How long a session's thread looks for work before it sleeps in poll.
 constexpr auto spin_before_sleep = std::chrono::microseconds(100);
+
+/// What a session's one thread needs to serve it (the --thread sessions' thread, or a --fork or
+/// --spawn session's process).
+struct session_setup {
+  const server_program& program;
+  const options& opts;
+  const serve_callback& serve;
+  std::shared_ptr<const log_hook> log;
+  session_mode mode;
+};
+
+/// Serves one session's connection (`where`, a pipe endpoint) on the calling thread, with a
+/// system of its own that has no workers (config::embedded()) and its node: the session's actors
+/// and its connection run here until the connection ends, `stop` is set, or `stop_signals` (a
+/// signalfd, or -1) turns readable; then the node stops within the grace. False when the serve
+/// callback failed (logged).
+bool serve_session_here(const session_setup& setup, const endpoint& where, const std::atomic<bool>* stop,
+                        int stop_signals) {
+  courier::system sys(courier::config::embedded());
+  node net(sys);
+  connection_config base = setup.program.base;
+  if (base.name == connection_config{}.name) base.name = setup.program.name;
+  if (!base.log) base.log = setup.log;  // one logger for all the sessions of a process
+  const connection_config cfg = config_from(setup.opts, base);
+  server_context context{sys, net, setup.opts, where, cfg, setup.mode};
+  auto served = setup.serve(context);
+  if (!served) {
+    log_line(cfg.log, log_level::error, "a session could not be served: " + served.err().describe());
+    return false;
+  }
+  // The stop flag is looked at between turns, at least every 20 ms. Before it sleeps the thread
+  // looks again for a while, as a worker does before it parks: a client that calls back to back
+  // finds it awake, and a wake-up (tens of microseconds here) is paid only by a session that
+  // went quiet.
+  pollfd watch[2] = {{sys.wake_fd(), POLLIN, 0}, {stop_signals, POLLIN, 0}};
+  const nfds_t watched = stop_signals >= 0 ? 2 : 1;
+  auto active = std::chrono::steady_clock::now();
+  while (stop == nullptr || !stop->load(std::memory_order_acquire)) {
+    const run_report ran = sys.poll();
+    if (ran.messages != 0 || ran.more) {
+      active = std::chrono::steady_clock::now();
+      if (ran.more) continue;
+    }
+    if (net.wait_no_connections(std::chrono::milliseconds(0))) break;
+    if (std::chrono::steady_clock::now() - active < spin_before_sleep) continue;
+    auto timeout = std::chrono::milliseconds(20);
+    const auto deadline = sys.next_deadline();
+    if (deadline != std::chrono::steady_clock::time_point::max())
+      timeout = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()),
+                           std::chrono::milliseconds(0), timeout);
+    if (::poll(watch, watched, static_cast<int>(timeout.count())) > 0) {
+      if (watched == 2 && (watch[1].revents & POLLIN) != 0) break;  // SIGINT or SIGTERM
+      active = std::chrono::steady_clock::now();
+    }
+  }
+  net.stop(setup.program.grace);
+  sys.shutdown();
+  return true;
+}
 
 /// --thread: a thread per session, driving a system of its own (embedded: no workers) with the
 /// session's actors and its one connection, so a handler that blocks stalls only its session.
@@ -178,45 +237,10 @@ class thread_runner final : public session_runner {
 
   void run_session(int fd) noexcept {
     try {
-      courier::system sys(courier::config::embedded());
-      node net(sys);
       endpoint where;
       where.descriptor = fd;
-      connection_config base = program_.base;
-      if (base.name == connection_config{}.name) base.name = program_.name;
-      if (!base.log) base.log = log_;  // one logger for all the sessions
-      const connection_config cfg = config_from(opts_, base);
-      server_context context{sys, net, opts_, where, cfg, session_mode::thread};
-      auto served = serve_(context);
-      if (!served) {
-        ::close(fd);
-        log_line(cfg.log, log_level::error, "a session could not be served: " + served.err().describe());
-        return;
-      }
-      // The session's whole life: its connection's sockets and its actors, run on this thread.
-      // The stop flag is looked at between turns, at least every 20 ms. Before it sleeps the
-      // thread looks again for a while, as a worker does before it parks: a client that calls
-      // back to back finds it awake, and a wake-up (tens of microseconds here) is paid only by
-      // a session that went quiet.
-      pollfd wake{sys.wake_fd(), POLLIN, 0};
-      auto active = std::chrono::steady_clock::now();
-      while (!stopping_.load(std::memory_order_acquire)) {
-        const run_report ran = sys.poll();
-        if (ran.messages != 0 || ran.more) {
-          active = std::chrono::steady_clock::now();
-          if (ran.more) continue;
-        }
-        if (net.wait_no_connections(std::chrono::milliseconds(0))) break;
-        if (std::chrono::steady_clock::now() - active < spin_before_sleep) continue;
-        auto timeout = std::chrono::milliseconds(20);
-        const auto deadline = sys.next_deadline();
-        if (deadline != std::chrono::steady_clock::time_point::max())
-          timeout = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()),
-                               std::chrono::milliseconds(0), timeout);
-        if (::poll(&wake, 1, static_cast<int>(timeout.count())) > 0) active = std::chrono::steady_clock::now();
-      }
-      net.stop(program_.grace);
-      sys.shutdown();
+      const session_setup setup{program_, opts_, serve_, log_, session_mode::thread};
+      if (!serve_session_here(setup, where, &stopping_, -1)) ::close(fd);
     } catch (const std::exception& e) {
       // No memory for a system of its own: the connection is closed (with its socket) unserved.
       std::fprintf(stderr, "%s: a session thread failed: %s\n", program_.name.c_str(), e.what());
@@ -352,12 +376,26 @@ int run_server(int argc, const char* const* argv, const server_program& program,
   server_signals signals;  // before any thread starts: they inherit the blocked mask
   // A process per session serves its one connection on stdin, as a pipe server does.
   endpoint where = opts->where;
+  bool session_process = false;
   if (std::getenv(session_on_stdin) != nullptr) {
     ::unsetenv(session_on_stdin);
-    where = endpoint{};
+    session_process = true;
   } else if (mode != session_mode::pool && where.kind != endpoint::kind_t::pipe) {
     if (auto status = accept_sessions(argc, argv, program, *opts, mode, serve)) return *status;
-    where = endpoint{};  // a forked session
+    session_process = true;  // a forked session
+  }
+  if (session_process) {
+    // A session's process serves its one connection, on stdin, on this one thread: no workers to
+    // start for it. SIGINT and SIGTERM (blocked) end it in order.
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    const int stop_fd = ::signalfd(-1, &stop_signals, SFD_CLOEXEC | SFD_NONBLOCK);
+    const session_setup setup{program, *opts, serve, log_for(*opts, program.name), mode};
+    const bool served = serve_session_here(setup, endpoint{}, nullptr, stop_fd);
+    if (stop_fd >= 0) ::close(stop_fd);
+    return served ? 0 : 1;
   }
   const bool quiet = opts->silent || where.kind == endpoint::kind_t::pipe;
 
