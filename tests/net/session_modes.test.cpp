@@ -221,11 +221,11 @@ TEST_CASE("--thread runs each session on a thread of its own: a handler that blo
     if (transport == net::endpoint::kind_t::uds) CHECK(address.find("pid " + std::to_string(::getpid())) == 0);
     else CHECK(address.rfind("127.0.0.1:", 0) == 0);
 
-    // a's handler blocks its thread for 2 s; b's session, and a new one, answer meanwhile.
+    // a's handler blocks its thread for 0.8 s; b's session, and a new one, answer meanwhile.
     std::atomic<bool> blocked_answered{false};
     bool slept = false;  // checked after the join: Catch's macros are for this thread only
     std::thread blocked([&] {
-      slept = static_cast<bool>(a->call_wait(courier::token("SLEP"), net::args(std::int32_t{2000}), 10s));
+      slept = static_cast<bool>(a->call_wait(courier::token("SLEP"), net::args(std::int32_t{800}), 10s));
       blocked_answered = true;
     });
     std::this_thread::sleep_for(100ms);  // a's call on its way (b's answer comes first either way)
@@ -469,9 +469,12 @@ TEST_CASE("mass: thread, fork and spawn sessions by the thousand, hundreds at on
     // Memory: serving in sequence keeps nothing per session; after hundreds at once the allocator
     // may keep their threads' heaps (mimalloc abandons a thread's pages for others to reclaim),
     // at most 256 KiB a session, and a second round reuses them.
+#if !defined(COURIER_TEST_TSAN) && !defined(__SANITIZE_ADDRESS__)
+    // (Not under the sanitizers: ASan's quarantine and TSan's shadow keep freed memory on purpose.)
     CHECK(after_sequence.resident - idle.resident < 16 * 1024);
     CHECK(after[0].resident - idle.resident < 256L * p.at_once + 16 * 1024);
     CHECK(after[1].resident - after[0].resident < 16 * 1024);
+#endif
     WARN(p.mode << ": resident memory idle " << idle.resident << " KiB, after " << p.sequential << " in sequence "
                 << after_sequence.resident << " KiB, " << p.at_once << " at once " << busy[0].resident << " KiB, after "
                 << after[0].resident << " KiB, a second round " << busy[1].resident << " KiB, after " << after[1].resident
