@@ -59,15 +59,22 @@ inline std::string read_exactly(const courier::net::socket& s, std::size_t count
   return text;
 }
 
-/// How many descriptors this process has open (the entries of /proc/self/fd, minus the directory's own).
-inline int open_descriptors() {
-  DIR* dir = ::opendir("/proc/self/fd");
+/// How many entries a directory has, "." and ".." aside (/proc/PID/fd, /proc/PID/task); -1 if it
+/// cannot be read.
+inline int directory_entries(const std::string& path) {
+  DIR* dir = ::opendir(path.c_str());
   if (!dir) return -1;
   int count = 0;
   while (const dirent* entry = ::readdir(dir))
     if (entry->d_name[0] != '.') ++count;
   ::closedir(dir);
-  return count - 1;
+  return count;
+}
+
+/// How many descriptors this process has open (the entries of /proc/self/fd, minus the directory's own).
+inline int open_descriptors() {
+  const int entries = directory_entries("/proc/self/fd");
+  return entries < 0 ? -1 : entries - 1;
 }
 
 /// How many of this process's descriptors are sockets.
@@ -106,15 +113,7 @@ inline std::string descriptor_list() {
 }
 
 /// How many threads this process has (/proc/self/task).
-inline int thread_count() {
-  DIR* dir = ::opendir("/proc/self/task");
-  if (!dir) return -1;
-  int count = 0;
-  while (const dirent* entry = ::readdir(dir))
-    if (entry->d_name[0] != '.') ++count;
-  ::closedir(dir);
-  return count;
-}
+inline int thread_count() { return directory_entries("/proc/self/task"); }
 
 /// thread_count() once threads that were joined have left /proc/self/task: join() returns when a
 /// thread has cleared its id, a moment before the kernel drops its task entry. Waits up to

@@ -5,7 +5,6 @@
 // (the socket file removed, every session process gone); a process with a running system is
 // refused the fork mode with a clear error. The log (--debug, --silent) tells what happened.
 #include <catch2/catch.hpp>
-#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -36,19 +35,10 @@ struct started_server {
   net::endpoint where;
 };
 
-/// The test server in `mode` on `transport`, once it accepts connections.
-started_server start_server(const std::string& mode, net::endpoint::kind_t transport, std::vector<std::string> extra = {}) {
+/// Starts `command` with stdin and stdout on /dev/null and waits until it accepts at `where`.
+started_server launch(const std::vector<std::string>& command, net::endpoint where) {
   started_server s;
-  s.where.kind = transport;
-  std::vector<std::string> command{COURIER_TEST_SESSION_MODES_SERVER, "--silent", "--" + mode};
-  if (transport == net::endpoint::kind_t::uds) {
-    s.where.file = courier_test::temp_socket_path("modes");
-    command.insert(command.end(), {"--uds", "--file", s.where.file});
-  } else {
-    s.where.port = courier_test::free_tcp_port();
-    command.insert(command.end(), {"--tcp", "--port", std::to_string(s.where.port)});
-  }
-  command.insert(command.end(), extra.begin(), extra.end());
+  s.where = std::move(where);
   const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
   auto child = net::spawn_with_stdio(command, null);
   ::close(null);
@@ -61,6 +51,34 @@ started_server start_server(const std::string& mode, net::endpoint::kind_t trans
     std::this_thread::sleep_for(5ms);
   }
   return s;
+}
+
+/// The first session a server with --max-connections 1 serves, once the readiness probe's own
+/// session has ended.
+net::context_ref first_served_session(net::node& node, const net::endpoint& where) {
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  for (;;) {
+    auto a = node.connect(where);
+    if (a && a->call_wait(courier::token("PID_"), {}, 5s)) return *a;
+    REQUIRE(std::chrono::steady_clock::now() < until);
+    std::this_thread::sleep_for(10ms);
+  }
+}
+
+/// The test server in `mode` on `transport`, once it accepts connections.
+started_server start_server(const std::string& mode, net::endpoint::kind_t transport, std::vector<std::string> extra = {}) {
+  net::endpoint where;
+  where.kind = transport;
+  std::vector<std::string> command{COURIER_TEST_SESSION_MODES_SERVER, "--silent", "--" + mode};
+  if (transport == net::endpoint::kind_t::uds) {
+    where.file = courier_test::temp_socket_path("modes");
+    command.insert(command.end(), {"--uds", "--file", where.file});
+  } else {
+    where.port = courier_test::free_tcp_port();
+    command.insert(command.end(), {"--tcp", "--port", std::to_string(where.port)});
+  }
+  command.insert(command.end(), extra.begin(), extra.end());
+  return launch(command, std::move(where));
 }
 
 std::int64_t pid_of(const net::context_ref& session) {
@@ -144,23 +162,13 @@ TEST_CASE("--max-connections counts the session threads or processes: one more i
     courier::system sys;
     net::node node(sys);
     // The readiness probe's session may still be ending: wait until one session is served.
-    std::optional<net::context_ref> first;
-    const auto until = std::chrono::steady_clock::now() + 10s;
-    for (;;) {
-      auto a = node.connect(server.where);
-      if (a && a->call_wait(courier::token("PID_"), {}, 5s)) {
-        first = *a;
-        break;
-      }
-      REQUIRE(std::chrono::steady_clock::now() < until);
-      std::this_thread::sleep_for(10ms);
-    }
+    const net::context_ref first = first_served_session(node, server.where);
     auto refused = node.connect(server.where);
     REQUIRE_FALSE(refused);
     CHECK(refused.err().text.find("too many connections") != std::string::npos);
     // Once the first session's thread or process has ended (and been joined or reaped), a new
     // one is served.
-    REQUIRE(first->close_wait(5s));
+    REQUIRE(first.close_wait(5s));
     const auto again_until = std::chrono::steady_clock::now() + 10s;
     for (;;) {
       auto b = node.connect(server.where);
@@ -254,24 +262,13 @@ namespace {
 
 /// The test server, its stderr (the log) written to a file, started with `options`.
 started_server start_logged_server(const std::string& log_file, std::vector<std::string> options) {
-  started_server s;
-  s.where.kind = net::endpoint::kind_t::uds;
-  s.where.file = courier_test::temp_socket_path("log");
-  std::string line = std::string("exec ") + COURIER_TEST_SESSION_MODES_SERVER + " --uds --file " + s.where.file;
+  net::endpoint where;
+  where.kind = net::endpoint::kind_t::uds;
+  where.file = courier_test::temp_socket_path("log");
+  std::string line = std::string("exec ") + COURIER_TEST_SESSION_MODES_SERVER + " --uds --file " + where.file;
   for (const auto& o : options) line.append(" ").append(o);
   line.append(" 2>").append(log_file);
-  const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-  auto child = net::spawn_with_stdio({"/bin/sh", "-c", line}, null);
-  ::close(null);
-  REQUIRE(child);
-  s.process = std::move(*child);
-  const auto until = std::chrono::steady_clock::now() + 10s;
-  while (!net::connect(s.where, 200ms)) {
-    REQUIRE_FALSE(s.process.try_wait());
-    REQUIRE(std::chrono::steady_clock::now() < until);
-    std::this_thread::sleep_for(5ms);
-  }
-  return s;
+  return launch({"/bin/sh", "-c", line}, std::move(where));
 }
 
 std::string read_file(const std::string& path) {
@@ -290,19 +287,9 @@ std::string log_of_one_session(std::vector<std::string> options) {
   {
     courier::system sys;
     net::node node(sys);
-    std::optional<net::context_ref> first;
-    const auto until = std::chrono::steady_clock::now() + 10s;
-    for (;;) {
-      auto a = node.connect(server.where);
-      if (a && a->call_wait(courier::token("PID_"), {}, 5s)) {
-        first = *a;
-        break;
-      }
-      REQUIRE(std::chrono::steady_clock::now() < until);
-      std::this_thread::sleep_for(10ms);
-    }
+    const net::context_ref first = first_served_session(node, server.where);
     REQUIRE_FALSE(node.connect(server.where));
-    REQUIRE(first->close_wait(5s));
+    REQUIRE(first.close_wait(5s));
     node.stop();
   }
   std::this_thread::sleep_for(50ms);  // the server's end of the close
@@ -342,17 +329,6 @@ TEST_CASE("the log tells of connections, sessions and refusals, as --debug and -
 
 namespace {
 
-/// The entries of a /proc directory of the server (its descriptors, its threads).
-int entries_of(const std::string& dir_path) {
-  DIR* dir = ::opendir(dir_path.c_str());
-  if (!dir) return -1;
-  int count = 0;
-  while (const dirent* entry = ::readdir(dir))
-    if (entry->d_name[0] != '.') ++count;
-  ::closedir(dir);
-  return count;
-}
-
 /// The server's child processes (the sessions of --fork and --spawn), from its main thread's list.
 int children_of(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
@@ -375,7 +351,7 @@ struct server_footprint {
 
 server_footprint footprint_of(pid_t pid) {
   const std::string proc = "/proc/" + std::to_string(pid);
-  return {entries_of(proc + "/fd"), entries_of(proc + "/task"), children_of(pid), resident_kib(pid)};
+  return {courier_test::directory_entries(proc + "/fd"), courier_test::directory_entries(proc + "/task"), children_of(pid), resident_kib(pid)};
 }
 
 }  // namespace
