@@ -155,7 +155,7 @@ outcome run_scenarios(const courier::actor_ref<api>& ref) {
   }
   auto d = ref.ask(later{20, 7}, 5s);
   o.deferred = d ? *d : -1;
-  auto t = ref.ask(later{2000, 1}, 50ms);
+  auto t = ref.ask(later{400, 1}, 50ms);  // (an orderly close waits for its reply: keep it short)
   if (!t) o.timeout_code = t.err().code;
   for (int i = 1; i <= 100; ++i) ref.send(bump{i});
   auto tot = ref.ask(total{}, 5s);
@@ -266,7 +266,8 @@ TEST_CASE("a monitor on a remote ref fires down when the connection is lost; cal
                                           [&in_flight](const courier::error& e) { in_flight.set_value(e); });
   std::this_thread::sleep_for(50ms);  // the call reaches the server
   const auto t0 = std::chrono::steady_clock::now();
-  srv.reset();  // the server goes away
+  srv->net.stop(200ms);  // the server goes away, after a short grace for the call in flight
+  srv.reset();
   auto call_err = in_flight.get_future();
   REQUIRE(call_err.wait_for(10s) == std::future_status::ready);
   CHECK(call_err.get() == errc::connection_lost);
