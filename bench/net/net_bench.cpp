@@ -88,6 +88,7 @@
 #include <tuple>
 
 #include "bench_util.hpp"
+#include "blocking_io.hpp"
 
 namespace {
 
@@ -139,29 +140,8 @@ void pin_to(int cpu) {
 
 // ---- blocking I/O helpers -----------------------------------------------------------------------
 
-bool write_all(int fd, const void* data, std::size_t size) {
-  const auto* p = static_cast<const char*>(data);
-  while (size > 0) {
-    const ssize_t n = ::write(fd, p, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    size -= static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
-bool read_exact(int fd, void* data, std::size_t size) {
-  auto* p = static_cast<char*>(data);
-  while (size > 0) {
-    const ssize_t n = ::read(fd, p, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    size -= static_cast<std::size_t>(n);
-  }
-  return true;
-}
+using courier_bench::read_exact;
+using courier_bench::write_all;
 
 /// The control socket: one line of text at a time (coordination only, never on a measured path).
 bool send_line(int fd, std::string_view text) {

@@ -1,5 +1,7 @@
 #include "perf_raw.hpp"
 
+#include "blocking_io.hpp"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -23,32 +25,9 @@ courier::error errno_error(const char* what) {
   return {std::error_code(errno, std::system_category()), std::string("raw peer: ") + what};
 }
 
-bool write_all(int fd, const std::byte* data, std::size_t size) {
-  while (size > 0) {
-    const ssize_t n = ::write(fd, data, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data += n;
-    size -= static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
-bool read_exact(int fd, std::byte* data, std::size_t size) {
-  while (size > 0) {
-    const ssize_t n = ::read(fd, data, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data += n;
-    size -= static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
-bool make_blocking(int fd) {
-  const int flags = ::fcntl(fd, F_GETFL);
-  return flags >= 0 && ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0;
-}
+using courier_bench::make_blocking;
+using courier_bench::read_exact;
+using courier_bench::write_all;
 
 /// Echoes what arrives on `in` to `out` until the end of the stream.
 void echo(int in, int out) {
