@@ -34,7 +34,7 @@ inline constexpr std::array<test_info, 7> all_tests{{
     {"send-and-callback", "Calls of five int32 with a callback for the sum (END_AND_CALLBACK), 64 in flight",
      "raw-pipelined"},
     {"send-and-wait", "Calls of five int32 waited for one at a time (END_AND_WAIT)", "raw-roundtrip"},
-    {"parent", "A whole session created and deleted: connection, handshake, one call, close", "raw-connect"},
+    {"parent", "A whole session created and deleted: connection, handshake, session start and stop", "raw-connect"},
     {"child", "A child context opened and closed on one connection", "raw-roundtrip"},
     {"bfl", "A list of 24 typed items (int32, float64, string) echoed back and compared", "raw-roundtrip"},
 }};
