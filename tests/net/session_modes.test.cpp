@@ -401,8 +401,8 @@ TEST_CASE("mass: thread, fork and spawn sessions by the thousand, hundreds at on
       }
       return now;
     };
-    // The baseline: once the warm-up's sessions are joined or reaped (a process session that is
-    // still exiting holds a descriptor of the acceptor's), and the descriptors hold still.
+    // The baseline: once the warm-up's sessions are joined or reaped, and the descriptors hold
+    // still (the acceptor closes a session process's pidfd just after it reaps it).
     const auto quiet = [&] {
       const auto until = std::chrono::steady_clock::now() + 20s;
       server_footprint before = footprint_of(pid);
