@@ -401,8 +401,9 @@ TEST_CASE("mass: thread, fork and spawn sessions by the thousand, hundreds at on
       }
       return now;
     };
-    // The baseline: once the warm-up's sessions are joined or reaped, and the descriptors hold
-    // still (the acceptor closes a session process's pidfd just after it reaps it).
+    // The baseline: once the warm-up's sessions are joined or reaped, and two reads 100 ms apart
+    // agree. One footprint reads /proc/<pid>/fd before the children, so a session process that
+    // ends in between shows up as its pidfd counted with no child left.
     const auto quiet = [&] {
       const auto until = std::chrono::steady_clock::now() + 20s;
       server_footprint before = footprint_of(pid);
