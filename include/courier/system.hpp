@@ -68,6 +68,7 @@ struct first_of<T, Ts...> {
 };
 template <class... Ts>
 using first_of_t = typename first_of<Ts...>::type;
+struct caller_starts_access;
 }  // namespace detail
 
 /// Per-spawn settings: `sys.spawn<T>(courier::spawn_options{.mailbox_capacity = 1000}, args...)`.
@@ -200,9 +201,11 @@ class system {
   template <class Derived, class... Msgs>
   friend class actor;
   friend detail::system_core* detail::core_of(system& sys) noexcept;
+  friend struct detail::caller_starts_access;
 
   /// spawn, optionally linked to `parent` (then `parent_down_type` is its index of `down`).
-  template <class T, class... Args>
+  /// `caller_starts`: the start is queued but not scheduled (see caller_starts_access).
+  template <class T, bool caller_starts = false, class... Args>
   actor_ref<T> spawn_as(spawn_options options, detail::actor_base* parent, std::uint16_t parent_down_type,
                         Args&&... args) {
     static_assert(std::is_base_of_v<detail::actor_base, T>, "courier: spawn<T> needs T derived from courier::actor");
@@ -237,7 +240,12 @@ class system {
     }
     auto ref = actor_ref<T>::adopt(base);
     if (parent != nullptr) parent->link_child(base, parent_down_type);  // before its first message
-    if constexpr (detail::has_on_start<T>) detail::queue_start(base);
+    if constexpr (caller_starts) {
+      static_assert(detail::has_on_start<T>, "courier: an actor its spawner starts needs an on_start()");
+      detail::queue_start_for_caller(base);
+    } else if constexpr (detail::has_on_start<T>) {
+      detail::queue_start(base);
+    }
     return ref;
   }
 
@@ -251,6 +259,19 @@ class system {
   shutdown_report report_;
   courier::registry registry_;  // names hold references: emptied by shutdown
 };
+
+namespace detail {
+/// For a plain thread that waits on the actor it spawns (the network layer's connect, waiting for
+/// its handshake): the actor's start is queued but not scheduled, so the spawner holds the right
+/// to run it, as a push that woke it would give (woken_by_push). It must run it
+/// (drive_while_waiting) or schedule it.
+struct caller_starts_access {
+  template <class T, class... Args>
+  static actor_ref<T> spawn(system& sys, spawn_options options, Args&&... args) {
+    return sys.template spawn_as<T, true>(options, nullptr, no_down_type, std::forward<Args>(args)...);
+  }
+};
+}  // namespace detail
 
 template <class Derived, class... Msgs>
 template <class T, class... Args>

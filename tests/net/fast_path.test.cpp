@@ -150,6 +150,61 @@ TEST_CASE("a plain thread's asks drive the connection while 8 other threads send
   });
 }
 
+namespace {
+
+// Holds its system's one worker in a handler until released.
+struct hold_worker {
+  std::atomic<bool>* entered;
+  std::shared_future<void> release;
+};
+class worker_holder : public courier::actor<worker_holder, hold_worker> {
+ public:
+  void on(const hold_worker& m) {
+    m.entered->store(true);
+    m.release.wait();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a plain thread's connect, calls and orderly close need no worker: it runs the connection itself",
+          "[net][fast_path]") {
+  courier_test::watchdog wd("fast path: connect with the only worker busy", 60s);
+  each_transport("fp-connect", [](const endpoint& at) {
+    courier::system server_sys;
+    courier::net::node server_net{server_sys};
+    const courier::actor_ref<notes_api> target = server_sys.spawn<notes_service>();
+    const endpoint where = serve_at(server_net, target, at);
+
+    courier::config one_worker;
+    one_worker.workers = 1;
+    courier::system sys(one_worker);
+    courier::net::node net{sys};
+    std::atomic<bool> entered{false};
+    std::promise<void> release;
+    sys.spawn<worker_holder>().send(hold_worker{&entered, release.get_future().share()});
+    while (!entered.load()) std::this_thread::yield();
+
+    // The handshake is written and read by this thread, as are the call and the close after it:
+    // with the worker held, a connection left to the workers would not even start.
+    courier::net::connection_config cfg;
+    cfg.handshake_timeout = 3s;
+    for (int i = 0; i < 3; ++i) {
+      auto ref = net.connect<notes_api>(where, cfg);
+      REQUIRE(ref);
+      auto sum = ref->ask(add{i, 40}, 3s);
+      REQUIRE(sum);
+      CHECK(*sum == i + 40);
+      auto parent = net.context_of(*ref);
+      REQUIRE(parent);
+      CHECK(parent.close_wait(3s));
+    }
+    release.set_value();
+    net.stop();
+    server_net.stop();
+  });
+}
+
 TEST_CASE("a call that finds the connection held by another thread's ask is run and answered by that thread",
           "[net][fast_path]") {
   courier_test::watchdog wd("fast path: held connection", 60s);

@@ -349,6 +349,16 @@ inline void queue_start(actor_base* a) {
   if (!a->enqueue(slot)) pool::destroy(slot);
 }
 
+/// queue_start for an actor whose spawner runs it: a new actor's first push wakes it, and that
+/// right to run it stays with the caller instead of going to a worker.
+inline void queue_start_for_caller(actor_base* a) {
+  auto* slot = pool::make<start_slot>();
+  slot->type = start_type;
+  slot->reply_to = nullptr;
+  const push_result r = a->try_enqueue_for_wait(slot);
+  if (r != push_result::woke_reader && r != push_result::queued) pool::destroy(slot);
+}
+
 /// Names the actor and the message in the compiler's "required from" trail when a send does not
 /// type-check, e.g. `courier::detail::actor_does_not_accept<counter, reset>`.
 template <class Actor, class Message>

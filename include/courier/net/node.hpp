@@ -445,15 +445,31 @@ class node {
   courier::result<actor_ref<Connection>> start_connection(socket sock, std::optional<child_process> child,
                                                           const connection_config& cfg, const std::string& what,
                                                           std::shared_ptr<const service_table> services = nullptr) {
-    auto opened = std::make_shared<std::promise<courier::error>>();
-    auto outcome = opened->get_future();
-    auto conn = core_->system().template spawn<Connection>(spawn_options{.mailbox_capacity = cfg.mailbox_capacity}, core_,
-                                                           std::move(sock), std::move(child), cfg, std::move(opened),
-                                                           actor_ref<no_interface>{}, std::move(services));
-    if (cfg.wait_for_handshake && core_->system().settings().mode == courier::scheduling::threaded &&
-        courier::detail::current_actor == nullptr) {
-      // The engine's own handshake time-out ends the wait; the extra second is a backstop.
-      if (outcome.wait_for(cfg.handshake_timeout + std::chrono::seconds(1)) != std::future_status::ready) {
+    auto opened = std::make_shared<detail::handshake_outcome>();
+    auto outcome = opened->outcome.get_future();
+    const spawn_options options{.mailbox_capacity = cfg.mailbox_capacity};
+    const bool waits = cfg.wait_for_handshake && core_->system().settings().mode == courier::scheduling::threaded &&
+                       courier::detail::current_actor == nullptr;
+    // The engine's own handshake time-out ends the wait; the extra second is a backstop.
+    const auto wait_until = std::chrono::steady_clock::now() + cfg.handshake_timeout + std::chrono::seconds(1);
+    actor_ref<Connection> conn;
+    if (waits && courier::detail::may_run_here(courier::detail::core_of(core_->system()))) {
+      // This thread runs the connection's first turns itself, as a plain thread's ask does: it
+      // writes the handshake and reads the answer, and no worker is woken for either (each
+      // wake-up costs more here than the turn). The connection is then idle, so this thread's
+      // first call runs it too.
+      conn = courier::detail::caller_starts_access::spawn<Connection>(core_->system(), options, core_, std::move(sock),
+                                                                      std::move(child), cfg, opened,
+                                                                      actor_ref<no_interface>{}, std::move(services));
+      courier::detail::drive_while_waiting(
+          conn.base(), opened->settled,
+          std::chrono::duration_cast<std::chrono::nanoseconds>(wait_until.time_since_epoch()).count());
+    } else {
+      conn = core_->system().template spawn<Connection>(options, core_, std::move(sock), std::move(child), cfg, opened,
+                                                        actor_ref<no_interface>{}, std::move(services));
+    }
+    if (waits) {
+      if (outcome.wait_until(wait_until) != std::future_status::ready) {
         conn.stop();
         return courier::error(errc::request_timeout, what + ": no handshake in time");
       }

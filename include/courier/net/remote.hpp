@@ -99,7 +99,7 @@ class connection
   /// empty error when it was accepted, else why the connection was lost (node::connect waits on it
   /// from a plain thread).
   connection(std::shared_ptr<detail::node_core> node, socket sock, std::optional<child_process> child,
-             const connection_config& cfg, std::shared_ptr<std::promise<courier::error>> opened = nullptr,
+             const connection_config& cfg, std::shared_ptr<detail::handshake_outcome> opened = nullptr,
              actor_ref<In> served = {}, std::shared_ptr<const service_table> services = nullptr)
       : detail::connection_base(std::move(node), std::move(sock), wire::role::initiator, cfg),
         target_(std::move(served)),
@@ -553,7 +553,7 @@ class connection
     if (stream_.finished()) {
       lose();  // fails the waiters with why (a refused or spoiled handshake too)
     } else if (!was_open && stream_.open()) {
-      if (auto o = std::exchange(opened_, nullptr)) o->set_value({});
+      if (auto o = std::exchange(opened_, nullptr)) o->settle({});
       for (waiting_open& w : std::exchange(opens_waiting_, {})) start_open(w.request, std::move(w.promise));
     }
   }
@@ -561,7 +561,7 @@ class connection
   void fail_all(const courier::error& why) {
     calls_.fail_all(why);
     for (waiting_open& w : std::exchange(opens_waiting_, {})) w.promise.fail(why);
-    if (auto o = std::exchange(opened_, nullptr)) o->set_value(why);
+    if (auto o = std::exchange(opened_, nullptr)) o->settle(why);
   }
 
   // Why the connection finished, with the pipe server's exit once it is known.
@@ -916,7 +916,7 @@ class connection
   std::optional<int> exit_status_;
   std::unique_ptr<detail::io_link> child_link_;  // the pidfd's registration
   timer_handle child_wait_;
-  std::shared_ptr<std::promise<courier::error>> opened_;
+  std::shared_ptr<detail::handshake_outcome> opened_;
   std::vector<waiting_open> opens_waiting_;         // child opens asked before the handshake ended
   std::vector<response_promise<unit>> parent_closes_;  // context_ref::close of the parent: settled at the end
   detail::call_table calls_;

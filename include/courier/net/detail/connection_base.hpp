@@ -49,6 +49,20 @@ struct child_exited {};
 
 class node_core;
 
+/// How the connecting side's handshake ended, told once by the connection: an empty error when
+/// it was accepted, else why the connection was lost. `settled` turns 1 after `outcome` is set, so
+/// a plain thread that drives the connection while it waits (drive_while_waiting) sees it between
+/// turns; a thread that does not drive waits on `outcome`.
+struct handshake_outcome {
+  std::promise<courier::error> outcome;
+  std::atomic<std::uint32_t> settled{0};
+
+  void settle(courier::error why) {
+    outcome.set_value(std::move(why));
+    settled.store(1, std::memory_order_release);
+  }
+};
+
 /// A reactor handler the node owns and frees (the reactor's io_handler has no virtual destructor).
 class owned_handler : public io_handler {
  public:
