@@ -61,6 +61,11 @@ void child_process::reap() noexcept {
   pid_ = -1;
 }
 
+void child_process::disown() noexcept {
+  release_pidfd();
+  pid_ = -1;
+}
+
 void child_process::release_pidfd() noexcept {
   if (pidfd_ >= 0) ::close(std::exchange(pidfd_, -1));
 }

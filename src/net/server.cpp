@@ -67,6 +67,7 @@ class process_runner final : public session_runner {
     if (mode_ == session_mode::fork) {
       const pid_t pid = ::fork();
       if (pid == 0) {  // the session: this process has no thread but this one
+        for (auto& sibling : sessions_) sibling.disown();
         ::close(signals_);
         listening_.abandon();
         sigset_t child_signal;
@@ -260,9 +261,9 @@ class thread_runner final : public session_runner {
 /// through `runner`, refuses those past --max-connections, and stops on SIGINT or SIGTERM.
 /// Returns the exit status, or nothing in a forked child, which goes on to serve its connection.
 std::optional<int> accept_sessions(int argc, const char* const* argv, const server_program& program,
-                                   const options& opts, session_mode mode, const serve_callback& serve) {
+                                   const options& opts, session_mode mode, const serve_callback& serve,
+                                   const std::shared_ptr<const log_hook>& log) {
   const char* name = program.name.c_str();
-  const auto log = log_for(opts, program.name);
   if (const std::size_t alive = courier::system::alive(); alive != 0 && mode == session_mode::fork) {
     std::fprintf(stderr, "%s: --fork needs a process with no running courier::system (%zu alive): a fork would "
                  "leave the child its workers' locks and reactor without the threads\n", name, alive);
@@ -376,13 +377,15 @@ int run_server(int argc, const char* const* argv, const server_program& program,
   server_signals signals;  // before any thread starts: they inherit the blocked mask
   // A process per session serves its one connection on stdin, as a pipe server does.
   endpoint where = opts->where;
-  bool session_process = false;
+  bool session_process = false, forked = false;
+  std::shared_ptr<const log_hook> session_log;
   if (std::getenv(session_on_stdin) != nullptr) {
     ::unsetenv(session_on_stdin);
     session_process = true;
   } else if (mode != session_mode::pool && where.kind != endpoint::kind_t::pipe) {
-    if (auto status = accept_sessions(argc, argv, program, *opts, mode, serve)) return *status;
-    session_process = true;  // a forked session
+    session_log = log_for(*opts, program.name);  // a forked session writes through the acceptor's
+    if (auto status = accept_sessions(argc, argv, program, *opts, mode, serve, session_log)) return *status;
+    session_process = forked = true;
   }
   if (session_process) {
     // A session's process serves its one connection, on stdin, on this one thread: no workers to
@@ -392,9 +395,15 @@ int run_server(int argc, const char* const* argv, const server_program& program,
     sigaddset(&stop_signals, SIGINT);
     sigaddset(&stop_signals, SIGTERM);
     const int stop_fd = ::signalfd(-1, &stop_signals, SFD_CLOEXEC | SFD_NONBLOCK);
-    const session_setup setup{program, *opts, serve, log_for(*opts, program.name), mode};
+    const session_setup setup{program, *opts, serve, session_log ? session_log : log_for(*opts, program.name), mode};
     const bool served = serve_session_here(setup, endpoint{}, nullptr, stop_fd);
     if (stop_fd >= 0) ::close(stop_fd);
+    if (forked) {
+      // The static objects and exit handlers are copies of the acceptor's: not this process's to
+      // run (a forked child ends with _exit), and running them made each session slower.
+      std::fflush(nullptr);
+      ::_exit(served ? 0 : 1);
+    }
     return served ? 0 : 1;
   }
   const bool quiet = opts->silent || where.kind == endpoint::kind_t::pipe;

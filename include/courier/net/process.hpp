@@ -50,6 +50,10 @@ class child_process {
   /// The child was ended by a signal (try_wait() returned 128 + its number).
   [[nodiscard]] bool killed_by_signal() const noexcept { return by_signal_; }
 
+  /// Lets the child go without waiting or signalling: in a process forked from its parent, whose
+  /// children are not this process's to reap (the copy of the handle only closes its pidfd).
+  void disown() noexcept;
+
   /// How long the destructor waits for the child to exit before SIGKILL.
   static constexpr std::chrono::milliseconds exit_grace{2000};
 
