@@ -391,13 +391,23 @@ detail::resume_result actor<Derived, Msgs...>::resume_impl(detail::actor_base* b
     self->release();
     return idle;
   };
+  std::uint32_t turn_start = 0;  // `handled` when on_turn_end last ran
   try {
     for (;;) {
+      if constexpr (detail::ends_turn_per_batch<Derived>) {
+        if (handled != turn_start && self->mailbox_.batch_used_up()) {
+          turn_start = handled;
+          static_cast<Derived*>(self)->on_turn_end();
+          if (self->stop_requested_) [[unlikely]]
+            break;
+        }
+      }
       msg = self->mailbox_.pop();
       if (msg == nullptr) {
         if constexpr (detail::has_on_turn_end<Derived>) {
           // Before try_block: once the actor is idle, another worker may already be running it.
-          if (handled != 0) {
+          if (handled != turn_start) {
+            turn_start = handled;
             static_cast<Derived*>(self)->on_turn_end();
             if (self->stop_requested_) [[unlikely]]
               break;  // stop() in the hook: now, not at the next message
@@ -427,6 +437,7 @@ detail::resume_result actor<Derived, Msgs...>::resume_impl(detail::actor_base* b
         break;
       if (handled == budget) {
         if constexpr (detail::has_on_turn_end<Derived>) {
+          turn_start = handled;
           static_cast<Derived*>(self)->on_turn_end();
           if (self->stop_requested_) [[unlikely]]
             break;

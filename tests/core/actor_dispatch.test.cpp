@@ -294,6 +294,51 @@ TEST_CASE("on_turn_end runs after the last message of each turn", "[actor][turn_
 }
 
 namespace {
+struct echo_tick {
+  int more = 0;  // ticks this one sends to its own actor
+};
+// As turn_counter, and its hook also runs where a batch taken from its mailbox is used up.
+class batch_counter : public courier::actor<batch_counter, echo_tick> {
+ public:
+  static constexpr bool courier_turn_end_per_batch = true;
+  batch_counter(std::vector<int>* ends) : ends_(ends) {}
+  void on(const echo_tick& t) {
+    ++since_end_;
+    for (int i = 0; i < t.more; ++i) self().send(echo_tick{});
+  }
+  void on_turn_end() {
+    ends_->push_back(since_end_);
+    since_end_ = 0;
+  }
+
+ private:
+  std::vector<int>* ends_;
+  int since_end_ = 0;
+};
+}  // namespace
+
+TEST_CASE("an actor that ends its turn per batch runs on_turn_end before it takes the next batch",
+          "[actor][turn_end][deterministic]") {
+  std::vector<int> ends;
+  auto cfg = courier::config::deterministic();
+  cfg.throughput = 16;
+  courier::system sys{cfg};
+  auto a = sys.spawn<batch_counter>(&ends);
+  // One batch of three; the first sends two more to itself, which make the next batch (taken
+  // after the first is used up), all in one turn of the budget.
+  a.send(echo_tick{2});
+  a.send(echo_tick{});
+  a.send(echo_tick{});
+  sys.run_until_idle();
+  CHECK(ends == std::vector<int>{3, 2});
+  // The budget still ends a turn inside a batch, and the hook never sees an empty batch.
+  ends.clear();
+  for (int i = 0; i < 20; ++i) a.send(echo_tick{});
+  sys.run_until_idle();
+  CHECK(ends == std::vector<int>{16, 4});
+}
+
+namespace {
 struct last_tick {};
 // Stops from on_turn_end once it has seen a last_tick; monitors must hear at once.
 class stops_at_turn_end : public courier::actor<stops_at_turn_end, tick, last_tick> {

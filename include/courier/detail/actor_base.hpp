@@ -340,6 +340,12 @@ template <class T>
 concept has_on_start = requires(T& t) { t.on_start(); };
 template <class T>
 concept has_on_turn_end = requires(T& t) { t.on_turn_end(); };
+/// An actor with on_turn_end that also ends its turn where a batch taken from its mailbox is used
+/// up (`static constexpr bool courier_turn_end_per_batch = true;`): its hook runs before each new
+/// batch is taken, so the producers have pushed more by then (see remote.hpp: a connection writes
+/// there, and a flood of sends is taken in batches of up to config::throughput).
+template <class T>
+concept ends_turn_per_batch = has_on_turn_end<T> && requires { requires T::courier_turn_end_per_batch; };
 
 /// Queues the start message of an actor with on_start(); called once, at spawn.
 inline void queue_start(actor_base* a) {

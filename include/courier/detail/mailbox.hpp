@@ -240,6 +240,10 @@ class mailbox {
 
   bool closed() const noexcept { return head_.load(std::memory_order_acquire) == closed_tag; }
 
+  /// Consumer only: the batch taken from the producers is used up, so the next `pop` takes a new
+  /// one (or finds none). No atomic operation: it reads the consumer's own line.
+  bool batch_used_up() const noexcept { return batch_ == nullptr; }
+
   /// Messages waiting in the normal lane, approximately. Bounded mailboxes: the count the capacity
   /// is checked against; it includes messages handled in the consumer's current batch or turn
   /// (at most one batch, at most `config::throughput` messages), since the consumer subtracts its
