@@ -19,8 +19,10 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <span>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -389,6 +391,46 @@ TEST_CASE("a service table's call allocates nothing in steady state, dynamic or 
       CHECK(token_events == 0);
       CHECK(calls.wrong.load() == 0);
     }
+    client_net.stop();
+    server_net.stop();
+  }
+}
+
+TEST_CASE("a call by token whose arguments do not fit inline allocates nothing: they take a pool slot",
+          "[net][allocation][services]") {
+  courier_test::watchdog wd{"net allocation: spilled arguments", 60s};
+  auto services = std::make_shared<courier::net::service_table>();
+  services->add(courier::token("LEN_"), [](courier::net::incoming& call) {
+    if (const auto b = call.read<std::span<const std::byte>>()) call.reply().add(static_cast<std::int32_t>(b->size()));
+  });
+  for (auto where : {uds_endpoint(), tcp_endpoint()}) {
+    INFO("transport: " << name_of(where));
+    courier::system server_sys;
+    courier::net::node server_net{server_sys};
+    auto s = server_net.serve(services, where);
+    REQUIRE(s);
+    if (where.kind == courier::net::endpoint::kind_t::tcp) where.port = s->port;
+    courier::system client_sys;
+    courier::net::node client_net{client_sys};
+    auto ctx = client_net.connect(where);
+    REQUIRE(ctx);
+    // Inline, just past it, and a kilobyte: the binary item's header adds a few bytes.
+    const std::vector<std::size_t> sizes{20, courier::net::arguments::inline_capacity, 200, 1000};
+    std::vector<std::byte> data(1000, std::byte{7});
+    std::uint64_t wrong = 0;
+    auto call = [&](std::size_t n) {
+      auto v = ctx->call_wait(courier::token("LEN_"), courier::net::args(std::span<const std::byte>(data.data(), n)), 10s);
+      if (!v || sum_of(*v) != static_cast<std::int32_t>(n)) ++wrong;
+    };
+    for (int i = 0; i < 500; ++i) call(sizes[static_cast<std::size_t>(i) % sizes.size()]);
+    settle();
+    measured m;
+    for (int i = 0; i < static_cast<int>(2'000 / scale); ++i) call(sizes[static_cast<std::size_t>(i) % sizes.size()]);
+    const auto events = m.events();
+    INFO("operator new calls: " << m.operator_new_calls() << ", pool chunks: " << m.pool_chunks()
+                                << ", large slots: " << m.large_slots());
+    CHECK(events == 0);
+    CHECK(wrong == 0);
     client_net.stop();
     server_net.stop();
   }
