@@ -186,6 +186,32 @@ TEST_CASE("wire codec: a type mismatch names both types and does not move the cu
   CHECK(r.read<bool>().code() == w::errc::no_more_items);
 }
 
+TEST_CASE("wire codec: try_read takes a scalar of its type and leaves anything else for read to name") {
+  w::out_buffer buf;
+  w::frame_writer wr(buf, call_header());
+  wr.add(std::int32_t{-7}).add("x").add(true).add(2.5);
+  REQUIRE(wr.finish().has_value());
+  auto f = decode_one(buf);
+  auto r = f.items();
+  std::int32_t i = 0;
+  CHECK(r.try_read(i));
+  CHECK(i == -7);
+  std::int32_t other = 99;
+  CHECK_FALSE(r.try_read(other));  // a string: nothing read, the cursor stays
+  CHECK(other == 99);
+  CHECK(r.read<std::int32_t>().code() == w::errc::type_mismatch);
+  CHECK(r.read<std::string_view>().value() == "x");
+  bool b = false;
+  CHECK(r.try_read(b));
+  CHECK(b);
+  double d = 0;
+  CHECK_FALSE(r.try_read(i));  // a float64 is not an int32
+  CHECK(r.try_read(d));
+  CHECK(d == 2.5);
+  CHECK_FALSE(r.try_read(d));  // the end
+  CHECK(r.read<double>().code() == w::errc::no_more_items);
+}
+
 TEST_CASE("wire codec: result::value() on an error throws std::system_error with the error's description") {
   w::out_buffer buf;
   w::frame_writer wr(buf, call_header());

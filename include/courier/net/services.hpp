@@ -271,6 +271,11 @@ class incoming {
   template <class T>
   courier::result<T> read() {
     ++position_;
+    if constexpr (wire::detail::scalar<T>) {
+      T out;
+      if (items_.try_read(out)) [[likely]]
+        return courier::result<T>(std::in_place, out);
+    }
     auto v = items_.read<T>();
     if (v) return *v;
     note_fault(v.err());

@@ -50,6 +50,27 @@ class reader {
     return pos_ == end_ ? item_type::none : static_cast<item_type>(*pos_);
   }
 
+  /// Reads one scalar item into `out` when it is the next item and of T's type; false (and nothing
+  /// read) otherwise, where read<T> tells why. The hot path of read<T> without a result to build:
+  /// a result copied on its way out cost a store-forwarding stall per item.
+  template <detail::scalar T>
+  [[nodiscard]] bool try_read(T& out) noexcept {
+    constexpr item_type tag = detail::tag_of<T>();
+    constexpr std::size_t n = 1 + (std::is_same_v<T, bool> ? 1 : sizeof(T));
+    if (static_cast<std::size_t>(end_ - pos_) < n || *pos_ != static_cast<std::byte>(tag)) [[unlikely]]
+      return false;
+    if constexpr (std::is_same_v<T, bool>) {
+      const auto b = static_cast<std::uint8_t>(pos_[1]);
+      if (b > 1) [[unlikely]]
+        return false;
+      out = b != 0;
+    } else {
+      out = detail::load_le<T>(pos_ + 1);
+    }
+    pos_ += n;
+    return true;
+  }
+
   /// Reads one item of type T: a scalar (bool, int8_t..uint64_t, float, double), std::string_view or
   /// std::string (string), std::span<const std::byte> or std::vector<std::byte> (binary).
   template <class T>
