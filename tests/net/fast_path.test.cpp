@@ -95,6 +95,17 @@ endpoint serve_at(courier::net::node& net, const courier::actor_ref<I>& target, 
   return where;
 }
 
+// A server of its own: a system, its node, and a `Service` serving `I` at `at` (`where`: the
+// endpoint to connect to).
+template <class I, class Service>
+struct served_by {
+  courier::system sys;
+  courier::net::node net{sys};
+  courier::actor_ref<I> target = sys.spawn<Service>();
+  endpoint where;
+  explicit served_by(const endpoint& at) : where(serve_at(net, target, at)) {}
+};
+
 // The sanitizers run these several times slower; the sizes shrink with them, the checks do not.
 #if defined(COURIER_TEST_TSAN) || defined(__SANITIZE_ADDRESS__)
 constexpr int rounds = 200;
@@ -108,10 +119,8 @@ TEST_CASE("a plain thread's asks drive the connection while 8 other threads send
           "[net][fast_path]") {
   courier_test::watchdog wd("fast path: 9 threads on one ref", 120s);
   each_transport("fp-many", [](const endpoint& at) {
-    courier::system server_sys;
-    courier::net::node server_net{server_sys};
-    courier::actor_ref<notes_api> target = server_sys.spawn<notes_service>();
-    const endpoint where = serve_at(server_net, target, at);
+    served_by<notes_api, notes_service> server(at);
+    const endpoint& where = server.where;
 
     courier::system sys;
     courier::net::node net{sys};
@@ -146,7 +155,7 @@ TEST_CASE("a plain thread's asks drive the connection while 8 other threads send
     CHECK(c->out_of_order == 0);
     ref.stop();
     net.stop();
-    server_net.stop();
+    server.net.stop();
   });
 }
 
@@ -171,10 +180,8 @@ TEST_CASE("a plain thread's connect, calls and orderly close need no worker: it 
           "[net][fast_path]") {
   courier_test::watchdog wd("fast path: connect with the only worker busy", 60s);
   each_transport("fp-connect", [](const endpoint& at) {
-    courier::system server_sys;
-    courier::net::node server_net{server_sys};
-    const courier::actor_ref<notes_api> target = server_sys.spawn<notes_service>();
-    const endpoint where = serve_at(server_net, target, at);
+    served_by<notes_api, notes_service> server(at);
+    const endpoint& where = server.where;
 
     courier::config one_worker;
     one_worker.workers = 1;
@@ -201,7 +208,7 @@ TEST_CASE("a plain thread's connect, calls and orderly close need no worker: it 
     }
     release.set_value();
     net.stop();
-    server_net.stop();
+    server.net.stop();
   });
 }
 
@@ -375,10 +382,8 @@ TEST_CASE("the served actor's handler on the local call path: deferred replies, 
           "[net][fast_path]") {
   courier_test::watchdog wd("fast path: local call path", 60s);
   each_transport("fp-local", [](const endpoint& at) {
-    courier::system server_sys;
-    courier::net::node server_net{server_sys};
-    courier::actor_ref<local_api> target = server_sys.spawn<local_service>();
-    const endpoint where = serve_at(server_net, target, at);
+    served_by<local_api, local_service> server(at);
+    const endpoint& where = server.where;
     courier::system sys;
     courier::net::node net{sys};
     auto ref = net.connect<local_api>(where);
@@ -397,11 +402,11 @@ TEST_CASE("the served actor's handler on the local call path: deferred replies, 
     CHECK(thrown.err().text.find("boom") != std::string::npos);
     // The served actor stopped with the throw; the connection did not: its next call is answered
     // with the actor's failure, over the same connection.
-    REQUIRE(settles([&] { return target.base()->has_stopped(); }));
+    REQUIRE(settles([&] { return server.target.base()->has_stopped(); }));
     auto after = ref->ask(add{1, 1}, 5s);
     REQUIRE_FALSE(after);
     CHECK(after.err() != errc::connection_lost);
-    CHECK(server_net.connections() == 1);
+    CHECK(server.net.connections() == 1);
     CHECK(net.connections() == 1);
   });
 }
