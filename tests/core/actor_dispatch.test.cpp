@@ -317,25 +317,80 @@ class batch_counter : public courier::actor<batch_counter, echo_tick> {
 };
 }  // namespace
 
-TEST_CASE("an actor that ends its turn per batch runs on_turn_end before it takes the next batch",
+TEST_CASE("an actor that ends its turn per batch handles what it sent itself before its hook runs",
           "[actor][turn_end][deterministic]") {
   std::vector<int> ends;
   auto cfg = courier::config::deterministic();
   cfg.throughput = 16;
   courier::system sys{cfg};
   auto a = sys.spawn<batch_counter>(&ends);
-  // One batch of three; the first sends two more to itself, which make the next batch (taken
-  // after the first is used up), all in one turn of the budget.
+  // One batch of three; the first sends two more to its own actor: they belong to this batch's
+  // work, so the hook runs once, after all five.
   a.send(echo_tick{2});
   a.send(echo_tick{});
   a.send(echo_tick{});
   sys.run_until_idle();
-  CHECK(ends == std::vector<int>{3, 2});
+  CHECK(ends == std::vector<int>{5});
   // The budget still ends a turn inside a batch, and the hook never sees an empty batch.
   ends.clear();
   for (int i = 0; i < 20; ++i) a.send(echo_tick{});
   sys.run_until_idle();
   CHECK(ends == std::vector<int>{16, 4});
+}
+
+namespace {
+struct held_tick {
+  std::atomic<bool>* handling;
+  std::atomic<bool>* go_on;
+};
+class held_batch_counter : public courier::actor<held_batch_counter, held_tick, echo_tick> {
+ public:
+  static constexpr bool courier_turn_end_per_batch = true;
+  held_batch_counter(std::vector<int>* ends, std::atomic<int>* hooks) : ends_(ends), hooks_(hooks) {}
+  void on(const held_tick& t) {
+    ++since_end_;
+    t.handling->store(true);
+    while (!t.go_on->load()) std::this_thread::yield();
+  }
+  void on(const echo_tick&) { ++since_end_; }
+  void on_turn_end() {
+    ends_->push_back(since_end_);
+    since_end_ = 0;
+    hooks_->fetch_add(1, std::memory_order_release);
+  }
+
+ private:
+  std::vector<int>* ends_;
+  std::atomic<int>* hooks_;
+  int since_end_ = 0;
+};
+}  // namespace
+
+TEST_CASE("an actor that ends its turn per batch runs on_turn_end before it takes the next batch from other threads",
+          "[actor][turn_end][concurrent]") {
+  courier_test::watchdog wd("turn end per batch", 30s);
+  std::vector<int> ends;  // written in the actor's turns, read once `hooks` says they are done
+  std::atomic<int> hooks{0};
+  {
+    courier::config cfg;
+    cfg.workers = 1;
+    courier::system sys{cfg};
+    auto a = sys.spawn<held_batch_counter>(&ends, &hooks);
+    std::atomic<bool> handling{false}, go_on{false};
+    // The first message's handler holds the turn until two more were pushed from this thread:
+    // they are the next batch, taken after the hook ran for the first.
+    a.send(held_tick{&handling, &go_on});
+    while (!handling.load()) std::this_thread::yield();
+    a.send(echo_tick{});
+    a.send(echo_tick{});
+    go_on.store(true);
+    // Without a hook between the batches there is only one: the wait ends at its deadline.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (hooks.load(std::memory_order_acquire) < 2 && std::chrono::steady_clock::now() < until)
+      std::this_thread::yield();
+    sys.shutdown();  // a stop request in the same batch as the two would take their turn's end
+  }
+  CHECK(ends == std::vector<int>{1, 2});
 }
 
 namespace {

@@ -240,9 +240,12 @@ class mailbox {
 
   bool closed() const noexcept { return head_.load(std::memory_order_acquire) == closed_tag; }
 
-  /// Consumer only: the batch taken from the producers is used up, so the next `pop` takes a new
-  /// one (or finds none). No atomic operation: it reads the consumer's own line.
-  bool batch_used_up() const noexcept { return batch_ == nullptr; }
+  /// Consumer only: the batch taken from the producers is used up and the consumer has sent
+  /// itself nothing since, so the next `pop` takes a new batch from the producers (or finds none).
+  /// What the consumer sent itself is not a new batch: it follows from what it handled (a
+  /// handler's send to its own actor), so it is handled first. No atomic operation: it reads the
+  /// consumer's own line.
+  bool batch_used_up() const noexcept { return batch_ == nullptr && local_ == nullptr; }
 
   /// Messages waiting in the normal lane, approximately. Bounded mailboxes: the count the capacity
   /// is checked against; it includes messages handled in the consumer's current batch or turn
