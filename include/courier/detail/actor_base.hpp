@@ -350,20 +350,24 @@ concept has_on_turn_end = requires(T& t) { t.on_turn_end(); };
 template <class T>
 concept ends_turn_per_batch = has_on_turn_end<T> && requires { requires T::courier_turn_end_per_batch; };
 
-/// Queues the start message of an actor with on_start(); called once, at spawn.
-inline void queue_start(actor_base* a) {
+/// The message that runs an actor's on_start().
+inline start_slot* make_start_slot() {
   auto* slot = pool::make<start_slot>();
   slot->type = start_type;
   slot->reply_to = nullptr;
+  return slot;
+}
+
+/// Queues the start message of an actor with on_start(); called once, at spawn.
+inline void queue_start(actor_base* a) {
+  auto* slot = make_start_slot();
   if (!a->enqueue(slot)) pool::destroy(slot);
 }
 
 /// queue_start for an actor whose spawner runs it: a new actor's first push wakes it, and that
 /// right to run it stays with the caller instead of going to a worker.
 inline void queue_start_for_caller(actor_base* a) {
-  auto* slot = pool::make<start_slot>();
-  slot->type = start_type;
-  slot->reply_to = nullptr;
+  auto* slot = make_start_slot();
   const push_result r = a->try_enqueue_for_wait(slot);
   if (r != push_result::woke_reader && r != push_result::queued) pool::destroy(slot);
 }

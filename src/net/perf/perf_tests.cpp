@@ -35,6 +35,14 @@ result<void> check_sum(const result<wire::items_ref>& reply, std::int32_t offset
   return {};
 }
 
+/// The count an SNT_ reply holds.
+result<std::int64_t> count_in(const wire::items_ref& reply) {
+  auto items = reply.items();
+  auto n = items.read<std::int64_t>();
+  if (!n) return courier::error(errc::protocol_error, "SNT_ answered no int64: " + n.err().message());
+  return *n;
+}
+
 /// The one-way ADD5 the server's session has taken so far. Asked behind a burst of sends, the call
 /// may find the connection above its mark: it is refused at once then, and tried again.
 result<std::int64_t> sends_taken_by(const net::context_ref& server, std::chrono::milliseconds timeout) {
@@ -44,10 +52,7 @@ result<std::int64_t> sends_taken_by(const net::context_ref& server, std::chrono:
     reply = server.call_wait(perf::sends_taken, {}, timeout);
   }
   if (!reply) return reply.err();
-  auto items = reply->items();
-  auto n = items.read<std::int64_t>();
-  if (!n) return courier::error(errc::protocol_error, "SNT_ answered no int64: " + n.err().message());
-  return *n;
+  return count_in(*reply);
 }
 
 /// A count of the sends taken, asked without waiting (END_AND_CALLBACK): settled on the system's
@@ -61,10 +66,7 @@ void ask_count(const net::context_ref& server, std::chrono::milliseconds timeout
   server.call(perf::sends_taken, {}, timeout)
       .then(
           [into](const wire::items_ref& reply) {
-            auto items = reply.items();
-            auto n = items.read<std::int64_t>();
-            if (n) into->taken = *n;
-            else into->taken = courier::error(errc::protocol_error, "SNT_ answered no int64: " + n.err().message());
+            into->taken = count_in(reply);
             into->settled.store(true, std::memory_order_release);
           },
           [into](const courier::error& e) {
