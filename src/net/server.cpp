@@ -13,7 +13,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <condition_variable>
 #include <list>
+#include <mutex>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -188,46 +190,64 @@ bool serve_session_here(const session_setup& setup, const endpoint& where, const
 
 /// --thread: a thread per session, driving a system of its own (embedded: no workers) with the
 /// session's actors and its one connection, so a handler that blocks stalls only its session.
+/// A thread whose session ended waits for the next connection (at most `kept_threads` of them
+/// wait), as a database server's thread cache does: a connection then costs one wake-up of a
+/// waiting thread instead of a thread's start and end (clone, its stack, its allocator heap
+/// abandoned and reclaimed), which here cost more than the session's own work.
 class thread_runner final : public session_runner {
  public:
   thread_runner(const server_program& program, const options& opts, const serve_callback& serve,
-                std::shared_ptr<const log_hook> log)
-      : program_(program), opts_(opts), serve_(serve), log_(std::move(log)) {}
+                std::shared_ptr<const log_hook> log, std::size_t kept_threads)
+      : program_(program), opts_(opts), serve_(serve), log_(std::move(log)), kept_threads_(kept_threads) {}
 
   ~thread_runner() override {
-    for (auto& s : sessions_)
+    for (auto& s : threads_)
       if (s.thread.joinable()) s.thread.detach();  // only those stop() gave up on
   }
 
   started start(socket& connection) override {
-    auto& s = sessions_.emplace_back();
-    s.thread = std::thread([this, &s, fd = connection.release()] {
-      run_session(fd);
+    const int fd = connection.release();
+    serving_.fetch_add(1, std::memory_order_relaxed);
+    {
+      std::lock_guard lock(handover_);
+      if (waiting_ > handed_.size()) {
+        handed_.push_back(fd);
+        next_.notify_one();
+        return started::yes;
+      }
+    }
+    auto& s = threads_.emplace_back();
+    s.thread = std::thread([this, &s, fd] {
+      serve_sessions(fd);
       s.done.store(true, std::memory_order_release);
     });
     return started::yes;
   }
 
   std::size_t running() override {
-    for (auto it = sessions_.begin(); it != sessions_.end();) {
+    for (auto it = threads_.begin(); it != threads_.end();) {
       if (it->done.load(std::memory_order_acquire)) {
         it->thread.join();
-        it = sessions_.erase(it);
+        it = threads_.erase(it);
       } else {
         ++it;
       }
     }
-    return sessions_.size();
+    return serving_.load(std::memory_order_acquire);
   }
 
   bool stop(std::chrono::milliseconds grace) override {
-    stopping_.store(true, std::memory_order_release);
+    {
+      std::lock_guard lock(handover_);
+      stopping_.store(true, std::memory_order_release);
+    }
+    next_.notify_all();
     // Each session stops its connection within the grace; a handler that never returns keeps
     // its thread, which is left behind (and reported) rather than waited for.
     const auto until = std::chrono::steady_clock::now() + grace + std::chrono::milliseconds(500);
-    while (running() != 0 && std::chrono::steady_clock::now() < until)
+    while (!threads_ended() && std::chrono::steady_clock::now() < until)
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    return running() == 0;
+    return threads_ended();
   }
 
  private:
@@ -235,6 +255,28 @@ class thread_runner final : public session_runner {
     std::thread thread;
     std::atomic<bool> done{false};
   };
+
+  bool threads_ended() {
+    running();
+    return threads_.empty();
+  }
+
+  /// Serves `fd`, then the connections handed to this thread while it waits, until it is not
+  /// wanted as a waiting thread or the server stops.
+  void serve_sessions(int fd) noexcept {
+    for (;;) {
+      run_session(fd);
+      serving_.fetch_sub(1, std::memory_order_release);
+      std::unique_lock lock(handover_);
+      if (waiting_ >= kept_threads_) return;
+      ++waiting_;
+      next_.wait(lock, [&] { return !handed_.empty() || stopping_.load(std::memory_order_relaxed); });
+      --waiting_;
+      if (handed_.empty()) return;  // stopping, with nothing handed over
+      fd = handed_.back();
+      handed_.pop_back();
+    }
+  }
 
   void run_session(int fd) noexcept {
     try {
@@ -252,8 +294,14 @@ class thread_runner final : public session_runner {
   const options& opts_;
   const serve_callback& serve_;
   std::shared_ptr<const log_hook> log_;
+  const std::size_t kept_threads_;
   std::atomic<bool> stopping_{false};
-  std::list<session_thread> sessions_;  // a list: each thread holds a reference to its entry
+  std::atomic<std::size_t> serving_{0};  // sessions started and not yet ended
+  std::mutex handover_;
+  std::condition_variable next_;     // a connection handed over, or the server stopping
+  std::vector<int> handed_;          // connections for waiting threads to take
+  std::size_t waiting_ = 0;          // threads waiting for a connection
+  std::list<session_thread> threads_;  // a list: each thread holds a reference to its entry
 };
 
 /// The acceptor of --thread, --fork and --spawn: accepts on the program's endpoint with no
@@ -261,8 +309,8 @@ class thread_runner final : public session_runner {
 /// through `runner`, refuses those past --max-connections, and stops on SIGINT or SIGTERM.
 /// Returns the exit status, or nothing in a forked child, which goes on to serve its connection.
 std::optional<int> accept_sessions(int argc, const char* const* argv, const server_program& program,
-                                   const options& opts, session_mode mode, const serve_callback& serve,
-                                   const std::shared_ptr<const log_hook>& log) {
+                                   const options& opts, session_mode mode, std::size_t kept_threads,
+                                   const serve_callback& serve, const std::shared_ptr<const log_hook>& log) {
   const char* name = program.name.c_str();
   if (const std::size_t alive = courier::system::alive(); alive != 0 && mode == session_mode::fork) {
     std::fprintf(stderr, "%s: --fork needs a process with no running courier::system (%zu alive): a fork would "
@@ -287,7 +335,7 @@ std::optional<int> accept_sessions(int argc, const char* const* argv, const serv
   }
   std::unique_ptr<session_runner> runner;
   if (mode == session_mode::thread) {
-    runner = std::make_unique<thread_runner>(program, opts, serve, log);
+    runner = std::make_unique<thread_runner>(program, opts, serve, log, kept_threads);
   } else {
     std::vector<std::string> command{self_path(argv[0])};
     for (int i = 1; i < argc; ++i) command.emplace_back(argv[i]);
@@ -346,6 +394,7 @@ const char* to_string(session_mode mode) noexcept {
 int run_server(int argc, const char* const* argv, const server_program& program, const serve_callback& serve) {
   constexpr auto kind = program_kind::server;
   bool pool_mode = false, thread_mode = false, fork_mode = false, spawn_mode = false;
+  std::size_t kept_threads = program.kept_threads;
   extra_options extra = program.extra;
   if (program.session_modes) {
     extra = [&, own = program.extra](CLI::App& app) {
@@ -357,6 +406,10 @@ int run_server(int argc, const char* const* argv, const server_program& program,
       for (auto* a : modes)
         for (auto* b : modes)
           if (a != b) a->excludes(b);
+      app.add_option("--kept-threads", kept_threads,
+                     "--thread: threads whose session ended that wait for the next (0: each ends with its session)")
+          ->needs(thread)
+          ->default_val(program.kept_threads);
       if (own) own(app);
     };
   }
@@ -384,7 +437,7 @@ int run_server(int argc, const char* const* argv, const server_program& program,
     session_process = true;
   } else if (mode != session_mode::pool && where.kind != endpoint::kind_t::pipe) {
     session_log = log_for(*opts, program.name);  // a forked session writes through the acceptor's
-    if (auto status = accept_sessions(argc, argv, program, *opts, mode, serve, session_log)) return *status;
+    if (auto status = accept_sessions(argc, argv, program, *opts, mode, kept_threads, serve, session_log)) return *status;
     session_process = forked = true;
   }
   if (session_process) {

@@ -33,6 +33,7 @@ enum class session_mode : std::uint8_t {
   pool,
   /// A thread per session, which drives a system of its own (config::embedded(): no workers)
   /// with the session's actors and connection: a handler that blocks stalls only its session.
+  /// A thread whose session ended may wait for the next one (server_program::kept_threads).
   thread,
   /// A process per session, forked from an acceptor that never starts a system (the pre-fork
   /// acceptor: a fork of a process with running workers would leave the child their locks and
@@ -60,6 +61,10 @@ struct server_program {
   /// own system and node, and `where` the session's one connection (a pipe endpoint, as a pipe
   /// server's). In thread mode those calls run at once on several threads.
   bool session_modes = false;
+  /// In thread mode, how many threads whose session ended wait for the next connection rather
+  /// than end (--kept-threads N): a session then costs a waiting thread's wake-up, not a
+  /// thread's start and end. Each holds its stack and its allocator's heap, no descriptor.
+  std::size_t kept_threads = 4;
 };
 
 /// What the serve callback gets: the system and node to serve on, the parsed options, where to
@@ -79,7 +84,8 @@ struct server_context {
 ///
 /// In thread, fork and spawn modes this process's main thread is only the acceptor: it never
 /// makes a system (a process that has one cannot fork sessions: a clear error, see
-/// courier::system::alive()), hands each accepted connection to a new thread or process (refused
+/// courier::system::alive()), hands each accepted connection to a thread (a kept one that waits,
+/// or a new one) or to a new process (refused
 /// with ERROR 260 past --max-connections, counted in sessions), joins or reaps each as it ends,
 /// and on SIGINT/SIGTERM stops accepting, removes the socket file, tells the sessions to stop
 /// (SIGTERM to a process) and waits the grace for them (then SIGKILL; a thread whose handler
