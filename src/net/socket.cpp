@@ -23,7 +23,8 @@ void socket::reset(int fd) noexcept {
 
 courier::result<void> make_nonblocking(int fd) {
   const int flags = ::fcntl(fd, F_GETFL);
-  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0 || ::fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+  if (flags < 0 || ((flags & O_NONBLOCK) == 0 && ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) ||
+      ::fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
     return courier::error(std::error_code(errno, std::system_category()), "fcntl O_NONBLOCK|FD_CLOEXEC");
   return {};
 }

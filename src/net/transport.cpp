@@ -189,7 +189,6 @@ courier::result<socket> pipe_server_socket() {
 courier::result<socket> pipe_server_socket(const endpoint& where) {
   if (where.descriptor == 0) return pipe_server_socket();
   socket sock(where.descriptor);
-  if (::fcntl(sock.fd(), F_SETFD, FD_CLOEXEC) < 0) return errno_error(errno, "pipe server: close-on-exec");
   if (auto ok = make_nonblocking(sock.fd()); !ok) return ok.err();
   return sock;
 }

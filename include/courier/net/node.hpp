@@ -310,9 +310,8 @@ class node {
   courier::result<serving> serve_on(context_ref context, const endpoint& where, const connection_config& cfg = {},
                                     std::shared_ptr<const service_table> children = nullptr) {
     if (where.kind == endpoint::kind_t::pipe) {
-      auto sock = pipe_server_socket(where);
+      auto sock = pipe_server_socket(where);  // non-blocking, close-on-exec
       if (!sock) return sock.err();
-      if (auto ok = make_nonblocking(sock->fd()); !ok) return ok.err();
       core_->system().template spawn<server_connection<no_interface>>(core_, std::move(*sock), actor_ref<no_interface>{},
                                                                        cfg, detail::make_share(cfg), std::move(children),
                                                                        std::move(context));
@@ -337,9 +336,8 @@ class node {
                                                                        std::move(session));
     };
     if (where.kind == endpoint::kind_t::pipe) {
-      auto sock = pipe_server_socket(where);
+      auto sock = pipe_server_socket(where);  // non-blocking, close-on-exec
       if (!sock) return sock.err();
-      if (auto ok = make_nonblocking(sock->fd()); !ok) return ok.err();
       start(std::move(*sock), detail::make_share(cfg));
       return serving{"pipe (stdin)", 0};
     }
@@ -359,9 +357,8 @@ class node {
   courier::result<serving> serve_on(std::shared_ptr<const service_table> services, const endpoint& where,
                                     const connection_config& cfg = {}) {
     if (where.kind == endpoint::kind_t::pipe) {
-      auto sock = pipe_server_socket(where);
+      auto sock = pipe_server_socket(where);  // non-blocking, close-on-exec
       if (!sock) return sock.err();
-      if (auto ok = make_nonblocking(sock->fd()); !ok) return ok.err();
       core_->system().template spawn<server_connection<no_interface>>(core_, std::move(*sock), actor_ref<no_interface>{},
                                                                        cfg, detail::make_share(cfg), std::move(services));
       return serving{"pipe (stdin)", 0};

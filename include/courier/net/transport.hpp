@@ -101,7 +101,8 @@ class listener {
 /// reason) when fd 0 is not a socket: the program was not started by a pipe client.
 [[nodiscard]] courier::result<socket> pipe_server_socket();
 /// The server side of a pipe endpoint: pipe_server_socket() when where.descriptor is 0 (stdin);
-/// another descriptor (a connection handed to a --thread session) is taken over as it is.
+/// another descriptor (a connection handed to a --thread session) is taken over, made
+/// non-blocking and close-on-exec.
 [[nodiscard]] courier::result<socket> pipe_server_socket(const endpoint& where);
 
 }  // namespace courier::net
