@@ -5,11 +5,13 @@
 #include <signal.h>
 #include <spawn.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -175,6 +177,55 @@ courier::result<child_process> spawn_with_stdio(const std::vector<std::string>& 
   posix_spawnattr_destroy(&attributes);
   if (error != 0) return failed(error, "start");
   return child_process(pid);
+}
+
+// --- descriptors over a Unix-domain socket ------------------------------------------------------
+
+bool send_descriptor(int over, int fd) noexcept {
+  char byte = 'd';
+  iovec data{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))]{};
+  msghdr message{};
+  message.msg_iov = &data;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof control;
+  cmsghdr* header = CMSG_FIRSTHDR(&message);
+  header->cmsg_level = SOL_SOCKET;
+  header->cmsg_type = SCM_RIGHTS;
+  header->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(header), &fd, sizeof fd);
+  ssize_t sent;
+  do sent = ::sendmsg(over, &message, MSG_NOSIGNAL);
+  while (sent < 0 && errno == EINTR);
+  return sent == 1;
+}
+
+int receive_descriptor(int over) noexcept {
+  char byte = 0;
+  iovec data{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))]{};
+  msghdr message{};
+  message.msg_iov = &data;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof control;
+  ssize_t got;
+  do got = ::recvmsg(over, &message, MSG_CMSG_CLOEXEC);
+  while (got < 0 && errno == EINTR);
+  if (got <= 0) {
+    if (got == 0) errno = 0;
+    return -1;
+  }
+  for (cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr; header = CMSG_NXTHDR(&message, header)) {
+    if (header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_RIGHTS && header->cmsg_len == CMSG_LEN(sizeof(int))) {
+      int fd = -1;
+      std::memcpy(&fd, CMSG_DATA(header), sizeof fd);
+      return fd;
+    }
+  }
+  errno = EPROTO;
+  return -1;
 }
 
 }  // namespace courier::net

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -48,28 +49,68 @@ class session_runner {
  public:
   enum class started { yes, no, in_forked_child };
   virtual ~session_runner() = default;
-  /// Runs a session on `connection` (the runner takes it over).
+  /// Runs a session on `connection` (the runner takes it over, or leaves the caller to close its copy).
   virtual started start(socket& connection) = 0;
   /// The sessions still running, after reaping those that ended.
   virtual std::size_t running() = 0;
   /// Tells every session to stop and waits up to `grace` for them; false when some did not stop.
   virtual bool stop(std::chrono::milliseconds grace) = 0;
+  /// Descriptors of the runner's own the acceptor watches beside its listener (appended to `into`).
+  virtual void watch(std::vector<pollfd>& into) { (void)into; }
+  /// What poll() said of the descriptors watch() appended, in the same order.
+  virtual void watched(const pollfd* first, std::size_t count) {
+    (void)first;
+    (void)count;
+  }
 };
 
 /// --fork and --spawn: a process per session. The forked child returns to run_server and serves
 /// its connection on stdin as a pipe server does; a spawned one is this program again, told so
 /// by its environment.
+///
+/// A forked process whose session ended may wait for the next (at most `kept_processes` wait),
+/// as a pre-forking web server's children do: it says so over a control socket it shares with
+/// the acceptor, which hands it the next connection there (SCM_RIGHTS) rather than forking, or
+/// closes the socket (the process then ends). A fork costs this process's page tables and then,
+/// in the child, a page fault for each page it touches first (about a hundred for a session);
+/// a kept process has them already. Sessions at once still run in processes apart.
 class process_runner final : public session_runner {
  public:
   process_runner(session_mode mode, std::vector<std::string> command, std::shared_ptr<const log_hook> log,
-                 int acceptor_signals, listener& listening)
-      : mode_(mode), command_(std::move(command)), log_(std::move(log)), signals_(acceptor_signals), listening_(listening) {}
+                 int acceptor_signals, listener& listening, std::size_t kept_processes)
+      : mode_(mode),
+        command_(std::move(command)),
+        log_(std::move(log)),
+        signals_(acceptor_signals),
+        listening_(listening),
+        kept_(mode == session_mode::fork ? kept_processes : 0) {}
+
+  ~process_runner() override {
+    for (auto& s : sessions_) close_control(s);
+  }
 
   started start(socket& connection) override {
+    for (auto& s : sessions_) {
+      if (s.state != process_state::waiting) continue;
+      if (send_descriptor(s.control, connection.fd())) {
+        s.state = process_state::serving;
+        log_line(log_, log_level::debug, "session handed to process " + std::to_string(s.process.pid()));
+        return started::yes;  // the caller closes its copy
+      }
+      close_control(s);  // it ended meanwhile: reaped on its SIGCHLD
+    }
     if (mode_ == session_mode::fork) {
+      int control[2] = {-1, -1};
+      if (kept_ != 0 && ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, control) < 0)
+        log_line(log_, log_level::warning, std::string("socketpair: ") + std::strerror(errno) + "; the session's process ends with it");
       const pid_t pid = ::fork();
       if (pid == 0) {  // the session: this process has no thread but this one
-        for (auto& sibling : sessions_) sibling.disown();
+        for (auto& sibling : sessions_) {
+          sibling.process.disown();
+          close_control(sibling);
+        }
+        if (control[0] >= 0) ::close(control[0]);
+        child_control_ = control[1];
         ::close(signals_);
         listening_.abandon();
         sigset_t child_signal;
@@ -80,36 +121,46 @@ class process_runner final : public session_runner {
         connection.close();
         return started::in_forked_child;
       }
+      if (control[1] >= 0) ::close(control[1]);
       if (pid < 0) {
+        if (control[0] >= 0) ::close(control[0]);
         log_line(log_, log_level::error, std::string("fork: ") + std::strerror(errno));
         return started::no;
       }
-      sessions_.emplace_back(pid);
+      sessions_.push_back({child_process(pid), control[0], process_state::serving});
     } else {
       auto child = spawn_with_stdio(command_, connection.fd(), {std::string(session_on_stdin) + "=1"});
       if (!child) {
         log_line(log_, log_level::error, child.err().describe());
         return started::no;
       }
-      sessions_.push_back(std::move(*child));
+      sessions_.push_back({std::move(*child), -1, process_state::serving});
     }
-    log_line(log_, log_level::debug, std::string("session process ") + std::to_string(sessions_.back().pid()) + " started");
+    log_line(log_, log_level::debug, std::string("session process ") + std::to_string(sessions_.back().process.pid()) + " started");
     return started::yes;
   }
 
   std::size_t running() override {
-    std::erase_if(sessions_, [](child_process& c) { return c.try_wait().has_value(); });
-    return sessions_.size();
+    std::erase_if(sessions_, [this](session_process& s) {
+      if (!s.process.try_wait().has_value()) return false;
+      close_control(s);
+      return true;
+    });
+    return static_cast<std::size_t>(
+        std::count_if(sessions_.begin(), sessions_.end(), [](const session_process& s) { return s.state == process_state::serving; }));
   }
 
   bool stop(std::chrono::milliseconds grace) override {
-    for (auto& s : sessions_) s.kill(SIGTERM);
+    for (auto& s : sessions_) {
+      close_control(s);  // a waiting process ends at once
+      s.process.kill(SIGTERM);
+    }
     const auto until = std::chrono::steady_clock::now() + grace;
     bool all = true;
     for (auto& s : sessions_) {
       const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
-      if (s.wait(std::max(left, std::chrono::milliseconds(0))) < 0) {
-        s.kill(SIGKILL);
+      if (s.process.wait(std::max(left, std::chrono::milliseconds(0))) < 0) {
+        s.process.kill(SIGKILL);
         all = false;
       }
     }
@@ -117,13 +168,53 @@ class process_runner final : public session_runner {
     return all;
   }
 
+  void watch(std::vector<pollfd>& into) override {
+    for (const auto& s : sessions_)
+      if (s.state == process_state::serving && s.control >= 0) into.push_back({s.control, POLLIN, 0});
+  }
+
+  // A serving process that wrote on its control socket has ended its session: it waits, if fewer
+  // than kept_ do, or is told to end.
+  void watched(const pollfd* first, std::size_t count) override {
+    for (std::size_t i = 0; i < count; ++i) {
+      if (first[i].revents == 0) continue;
+      const auto s = std::find_if(sessions_.begin(), sessions_.end(), [&](const session_process& p) { return p.control == first[i].fd; });
+      if (s == sessions_.end()) continue;
+      char byte = 0;
+      const std::size_t waiting = static_cast<std::size_t>(
+          std::count_if(sessions_.begin(), sessions_.end(), [](const session_process& p) { return p.state == process_state::waiting; }));
+      if (::recv(s->control, &byte, 1, MSG_DONTWAIT) == 1 && waiting < kept_) {
+        s->state = process_state::waiting;
+      } else {
+        close_control(*s);
+        s->state = process_state::ending;
+      }
+    }
+  }
+
+  /// In a forked child: its end of the control socket (-1 when it is not to be kept).
+  [[nodiscard]] int child_control() const noexcept { return child_control_; }
+
  private:
+  enum class process_state : std::uint8_t { serving, waiting, ending };
+  struct session_process {
+    child_process process;
+    int control = -1;  // the acceptor's end of a forked process's control socket
+    process_state state = process_state::serving;
+  };
+
+  static void close_control(session_process& s) noexcept {
+    if (s.control >= 0) ::close(std::exchange(s.control, -1));
+  }
+
   session_mode mode_;
   std::vector<std::string> command_;
   std::shared_ptr<const log_hook> log_;
   int signals_;
   listener& listening_;
-  std::vector<child_process> sessions_;
+  std::size_t kept_;
+  std::vector<session_process> sessions_;
+  int child_control_ = -1;
 };
 
 /// How long a session's thread looks for work before it sleeps in poll.
@@ -304,13 +395,19 @@ class thread_runner final : public session_runner {
   std::list<session_thread> threads_;  // a list: each thread holds a reference to its entry
 };
 
+/// How many threads (--thread) or forked processes (--fork) whose session ended wait for the next.
+struct kept_runners {
+  std::size_t threads = 0, processes = 0;
+};
+
 /// The acceptor of --thread, --fork and --spawn: accepts on the program's endpoint with no
 /// courier::system in this process (so that a fork is safe), starts each connection as a session
 /// through `runner`, refuses those past --max-connections, and stops on SIGINT or SIGTERM.
 /// Returns the exit status, or nothing in a forked child, which goes on to serve its connection.
 std::optional<int> accept_sessions(int argc, const char* const* argv, const server_program& program,
-                                   const options& opts, session_mode mode, std::size_t kept_threads,
-                                   const serve_callback& serve, const std::shared_ptr<const log_hook>& log) {
+                                   const options& opts, session_mode mode, const kept_runners& kept,
+                                   const serve_callback& serve, const std::shared_ptr<const log_hook>& log,
+                                   int& session_control) {
   const char* name = program.name.c_str();
   if (const std::size_t alive = courier::system::alive(); alive != 0 && mode == session_mode::fork) {
     std::fprintf(stderr, "%s: --fork needs a process with no running courier::system (%zu alive): a fork would "
@@ -334,20 +431,29 @@ std::optional<int> accept_sessions(int argc, const char* const* argv, const serv
     return 1;
   }
   std::unique_ptr<session_runner> runner;
+  process_runner* processes = nullptr;
   if (mode == session_mode::thread) {
-    runner = std::make_unique<thread_runner>(program, opts, serve, log, kept_threads);
+    runner = std::make_unique<thread_runner>(program, opts, serve, log, kept.threads);
   } else {
     std::vector<std::string> command{self_path(argv[0])};
     for (int i = 1; i < argc; ++i) command.emplace_back(argv[i]);
-    runner = std::make_unique<process_runner>(mode, std::move(command), log, signals, *listening);
+    auto p = std::make_unique<process_runner>(mode, std::move(command), log, signals, *listening, kept.processes);
+    processes = p.get();
+    runner = std::move(p);
   }
   if (!opts.silent)
     std::fprintf(stderr, "%s: serving on %s (a %s per session)\n", name, listening->describe().c_str(),
                  mode == session_mode::thread ? "thread" : "process");
 
+  std::vector<pollfd> watch;
   for (bool stopping = false; !stopping;) {
-    pollfd watch[2] = {{listening->fd(), POLLIN, 0}, {signals, POLLIN, 0}};
-    if (::poll(watch, 2, -1) < 0 && errno != EINTR) break;
+    watch.assign({{listening->fd(), POLLIN, 0}, {signals, POLLIN, 0}});
+    runner->watch(watch);
+    if (::poll(watch.data(), watch.size(), -1) < 0) {
+      if (errno != EINTR) break;
+      continue;
+    }
+    runner->watched(watch.data() + 2, watch.size() - 2);  // before the accepts: a process may wait for one
     signalfd_siginfo info{};
     while (::read(signals, &info, sizeof info) == static_cast<ssize_t>(sizeof info))
       if (info.ssi_signo == SIGINT || info.ssi_signo == SIGTERM) stopping = true;
@@ -361,7 +467,10 @@ std::optional<int> accept_sessions(int argc, const char* const* argv, const serv
                        log);
         continue;
       }
-      if (runner->start(*accepted) == session_runner::started::in_forked_child) return std::nullopt;
+      if (runner->start(*accepted) == session_runner::started::in_forked_child) {
+        session_control = processes->child_control();
+        return std::nullopt;
+      }
     }
     runner->running();  // reap what ended (SIGCHLD, or a thread's session)
   }
@@ -394,7 +503,7 @@ const char* to_string(session_mode mode) noexcept {
 int run_server(int argc, const char* const* argv, const server_program& program, const serve_callback& serve) {
   constexpr auto kind = program_kind::server;
   bool pool_mode = false, thread_mode = false, fork_mode = false, spawn_mode = false;
-  std::size_t kept_threads = program.kept_threads;
+  kept_runners kept{program.kept_threads, program.kept_processes};
   extra_options extra = program.extra;
   if (program.session_modes) {
     extra = [&, own = program.extra](CLI::App& app) {
@@ -406,10 +515,14 @@ int run_server(int argc, const char* const* argv, const server_program& program,
       for (auto* a : modes)
         for (auto* b : modes)
           if (a != b) a->excludes(b);
-      app.add_option("--kept-threads", kept_threads,
+      app.add_option("--kept-threads", kept.threads,
                      "--thread: threads whose session ended that wait for the next (0: each ends with its session)")
           ->needs(thread)
           ->default_val(program.kept_threads);
+      app.add_option("--kept-processes", kept.processes,
+                     "--fork: processes whose session ended that wait for the next (0: each ends with its session)")
+          ->needs(forked)
+          ->default_val(program.kept_processes);
       if (own) own(app);
     };
   }
@@ -431,13 +544,15 @@ int run_server(int argc, const char* const* argv, const server_program& program,
   // A process per session serves its one connection on stdin, as a pipe server does.
   endpoint where = opts->where;
   bool session_process = false, forked = false;
+  int session_control = -1;  // a forked process that may be kept: its control socket to the acceptor
   std::shared_ptr<const log_hook> session_log;
   if (std::getenv(session_on_stdin) != nullptr) {
     ::unsetenv(session_on_stdin);
     session_process = true;
   } else if (mode != session_mode::pool && where.kind != endpoint::kind_t::pipe) {
     session_log = log_for(*opts, program.name);  // a forked session writes through the acceptor's
-    if (auto status = accept_sessions(argc, argv, program, *opts, mode, kept_threads, serve, session_log)) return *status;
+    if (auto status = accept_sessions(argc, argv, program, *opts, mode, kept, serve, session_log, session_control))
+      return *status;
     session_process = forked = true;
   }
   if (session_process) {
@@ -449,7 +564,22 @@ int run_server(int argc, const char* const* argv, const server_program& program,
     sigaddset(&stop_signals, SIGTERM);
     const int stop_fd = ::signalfd(-1, &stop_signals, SFD_CLOEXEC | SFD_NONBLOCK);
     const session_setup setup{program, *opts, serve, session_log ? session_log : log_for(*opts, program.name), mode};
-    const bool served = serve_session_here(setup, endpoint{}, nullptr, stop_fd);
+    bool served = serve_session_here(setup, endpoint{}, nullptr, stop_fd);
+    // A forked process asks for the next session once its own ended; the acceptor hands it a
+    // connection, or closes the socket when enough processes wait already.
+    while (served && session_control >= 0) {
+      const char ended = 'e';
+      pollfd watch[2] = {{session_control, POLLIN, 0}, {stop_fd, POLLIN, 0}};
+      if (::poll(watch + 1, stop_fd >= 0 ? 1 : 0, 0) > 0) break;  // stopped: SIGINT or SIGTERM
+      if (::send(session_control, &ended, 1, MSG_NOSIGNAL) != 1) break;
+      if (::poll(watch, stop_fd >= 0 ? 2 : 1, -1) <= 0 || (watch[1].revents & POLLIN) != 0) break;
+      const int next = receive_descriptor(session_control);
+      if (next < 0) break;
+      const bool moved = ::dup2(next, 0) == 0;
+      ::close(next);
+      if (!moved) break;
+      served = serve_session_here(setup, endpoint{}, nullptr, stop_fd);
+    }
     if (stop_fd >= 0) ::close(stop_fd);
     if (forked) {
       // The static objects and exit handlers are copies of the acceptor's: not this process's to

@@ -76,4 +76,13 @@ class child_process {
 [[nodiscard]] courier::result<child_process> spawn_with_stdio(const std::vector<std::string>& command, int stdio,
                                                              const std::vector<std::string>& extra_environment = {});
 
+/// Sends descriptor `fd` (a copy: the caller still holds its own) over the Unix-domain socket
+/// `over` as SCM_RIGHTS ancillary data with one byte. False, with errno, when it could not.
+bool send_descriptor(int over, int fd) noexcept;
+
+/// Waits for a descriptor send_descriptor() sent over `over`: it (close-on-exec), or -1 when the
+/// other end closed (errno 0) or on an error (errno set). A byte that came without a descriptor is
+/// an error (EPROTO).
+int receive_descriptor(int over) noexcept;
+
 }  // namespace courier::net

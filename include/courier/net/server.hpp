@@ -65,6 +65,12 @@ struct server_program {
   /// than end (--kept-threads N): a session then costs a waiting thread's wake-up, not a
   /// thread's start and end. Each holds its stack and its allocator's heap, no descriptor.
   std::size_t kept_threads = 4;
+  /// In fork mode, how many forked processes whose session ended wait for the next connection
+  /// rather than end (--kept-processes N): the acceptor hands it over (SCM_RIGHTS) instead of
+  /// forking. Sessions at once still run in processes apart; one that follows another in the
+  /// same process finds that process's static state as the last session left it (0 for a fresh
+  /// process per session).
+  std::size_t kept_processes = 4;
 };
 
 /// What the serve callback gets: the system and node to serve on, the parsed options, where to
