@@ -507,7 +507,9 @@ int run_server(int argc, const char* const* argv, const server_program& program,
   extra_options extra = program.extra;
   if (program.session_modes) {
     extra = [&, own = program.extra](CLI::App& app) {
-      auto* pool = app.add_flag("--pool", pool_mode, "Sessions on the shared workers of this process (the default)");
+      auto* pool = app.add_flag("--pool", pool_mode,
+                                "Sessions on the shared workers of this process (the default on uds and tcp; over pipe, "
+                                "without it, the one session runs on the main thread)");
       auto* thread = app.add_flag("--thread", thread_mode, "A thread per session, for handlers that block (uds and tcp)");
       auto* forked = app.add_flag("--fork", fork_mode, "A process per session, forked (uds and tcp)");
       auto* spawned = app.add_flag("--spawn", spawn_mode, "A process per session, this program started again (uds and tcp)");
@@ -548,6 +550,11 @@ int run_server(int argc, const char* const* argv, const server_program& program,
   std::shared_ptr<const log_hook> session_log;
   if (std::getenv(session_on_stdin) != nullptr) {
     ::unsetenv(session_on_stdin);
+    session_process = true;
+  } else if (program.session_modes && where.kind == endpoint::kind_t::pipe && !pool_mode) {
+    // Over pipe the client starts a process per connection: its one session is served as a
+    // spawned session's is, on this thread with no workers to start (and join), unless --pool
+    // asks for them.
     session_process = true;
   } else if (mode != session_mode::pool && where.kind != endpoint::kind_t::pipe) {
     session_log = log_for(*opts, program.name);  // a forked session writes through the acceptor's

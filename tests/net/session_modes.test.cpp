@@ -326,6 +326,29 @@ TEST_CASE("--thread keeps --kept-threads threads whose session ended for the nex
   node.stop();
 }
 
+TEST_CASE("over pipe a session server serves its one session on the main thread; --pool on the workers",
+          "[modes]") {
+  courier_test::watchdog wd{"session modes: pipe", 30s};
+  courier::system sys;
+  net::node node(sys);
+  for (const bool pool : {false, true}) {
+    INFO((pool ? "--pool" : "no mode"));
+    net::endpoint where;
+    where.kind = net::endpoint::kind_t::pipe;
+    where.command = {COURIER_TEST_SESSION_MODES_SERVER, "--silent"};
+    if (pool) where.command.emplace_back("--pool");
+    auto session = node.connect(where);
+    REQUIRE(session);
+    const auto pid = pid_of(*session);
+    CHECK(pid != ::getpid());
+    // The main thread's id is the process's.
+    if (pool) CHECK(tid_of(*session) != pid);
+    else CHECK(tid_of(*session) == pid);
+    CHECK(session->close_wait(5s));
+  }
+  node.stop();
+}
+
 TEST_CASE("--fork keeps --kept-processes processes whose session ended for the next sessions; 0 keeps none",
           "[modes]") {
   courier_test::watchdog wd{"session modes: kept processes", 60s};
