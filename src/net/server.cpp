@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include <mutex>
 #include <memory>
 #include <optional>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -97,7 +99,9 @@ class process_runner final : public session_runner {
         log_line(log_, log_level::debug, "session handed to process " + std::to_string(s.process.pid()));
         return started::yes;  // the caller closes its copy
       }
-      close_control(s);  // it ended meanwhile: reaped on its SIGCHLD
+      // It ended meanwhile (reaped on its SIGCHLD), or cannot take descriptors: it ends.
+      close_control(s);
+      s.state = process_state::ending;
     }
     if (mode_ == session_mode::fork) {
       int control[2] = {-1, -1};
@@ -308,10 +312,18 @@ class thread_runner final : public session_runner {
       }
     }
     auto& s = threads_.emplace_back();
-    s.thread = std::thread([this, &s, fd] {
-      serve_sessions(fd);
-      s.done.store(true, std::memory_order_release);
-    });
+    try {
+      s.thread = std::thread([this, &s, fd] {
+        serve_sessions(fd);
+        s.done.store(true, std::memory_order_release);
+      });
+    } catch (const std::system_error& e) {  // no thread to be had (EAGAIN): the connection is closed
+      threads_.pop_back();
+      serving_.fetch_sub(1, std::memory_order_relaxed);
+      ::close(fd);
+      log_line(log_, log_level::error, std::string("a session thread could not start: ") + e.what());
+      return started::no;
+    }
     return started::yes;
   }
 
@@ -370,15 +382,25 @@ class thread_runner final : public session_runner {
   }
 
   void run_session(int fd) noexcept {
+    // The session's socket takes `fd` over once it is made, and closes it; a serve callback that
+    // fails (or memory that runs out) before that leaves it open. The inode tells which: once
+    // closed, the number may already name another thread's descriptor.
+    const ino_t ours = inode_of(fd);
+    bool served = false;
     try {
       endpoint where;
       where.descriptor = fd;
       const session_setup setup{program_, opts_, serve_, log_, session_mode::thread};
-      if (!serve_session_here(setup, where, &stopping_, -1)) ::close(fd);
+      served = serve_session_here(setup, where, &stopping_, -1);
     } catch (const std::exception& e) {
-      // No memory for a system of its own: the connection is closed (with its socket) unserved.
       std::fprintf(stderr, "%s: a session thread failed: %s\n", program_.name.c_str(), e.what());
     }
+    if (!served && ours != 0 && inode_of(fd) == ours) ::close(fd);  // unserved: closed
+  }
+
+  static ino_t inode_of(int fd) noexcept {
+    struct stat st {};
+    return ::fstat(fd, &st) == 0 ? st.st_ino : 0;
   }
 
   const server_program& program_;
@@ -538,10 +560,10 @@ int run_server(int argc, const char* const* argv, const server_program& program,
     std::printf("%s", options_help(program.name, extra, kind).c_str());
     return 0;
   }
-  const session_mode mode = thread_mode ? session_mode::thread
-                            : fork_mode ? session_mode::fork
-                            : spawn_mode ? session_mode::spawn
-                                         : session_mode::pool;
+  session_mode mode = thread_mode ? session_mode::thread
+                      : fork_mode ? session_mode::fork
+                      : spawn_mode ? session_mode::spawn
+                                   : session_mode::pool;
   server_signals signals;  // before any thread starts: they inherit the blocked mask
   // A process per session serves its one connection on stdin, as a pipe server does.
   endpoint where = opts->where;
@@ -554,8 +576,9 @@ int run_server(int argc, const char* const* argv, const server_program& program,
   } else if (program.session_modes && where.kind == endpoint::kind_t::pipe && !pool_mode) {
     // Over pipe the client starts a process per connection: its one session is served as a
     // spawned session's is, on this thread with no workers to start (and join), unless --pool
-    // asks for them.
+    // asks for them. The serve callback is told so.
     session_process = true;
+    mode = session_mode::spawn;
   } else if (mode != session_mode::pool && where.kind != endpoint::kind_t::pipe) {
     session_log = log_for(*opts, program.name);  // a forked session writes through the acceptor's
     if (auto status = accept_sessions(argc, argv, program, *opts, mode, kept, serve, session_log, session_control))
@@ -579,7 +602,10 @@ int run_server(int argc, const char* const* argv, const server_program& program,
       pollfd watch[2] = {{session_control, POLLIN, 0}, {stop_fd, POLLIN, 0}};
       if (::poll(watch + 1, stop_fd >= 0 ? 1 : 0, 0) > 0) break;  // stopped: SIGINT or SIGTERM
       if (::send(session_control, &ended, 1, MSG_NOSIGNAL) != 1) break;
-      if (::poll(watch, stop_fd >= 0 ? 2 : 1, -1) <= 0 || (watch[1].revents & POLLIN) != 0) break;
+      int ready;
+      do ready = ::poll(watch, stop_fd >= 0 ? 2 : 1, -1);
+      while (ready < 0 && errno == EINTR);  // SIGCHLD is not blocked here: a program's helper may end
+      if (ready <= 0 || (watch[1].revents & POLLIN) != 0) break;
       const int next = receive_descriptor(session_control);
       if (next < 0) break;
       const bool moved = ::dup2(next, 0) == 0;

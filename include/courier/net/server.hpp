@@ -59,7 +59,9 @@ struct server_program {
   /// them but what a process of their own may hold apart: in thread, fork and spawn modes the
   /// serve callback runs once per session (on the session's thread, or in its process), with its
   /// own system and node, and `where` the session's one connection (a pipe endpoint, as a pipe
-  /// server's). In thread mode those calls run at once on several threads.
+  /// server's). In thread mode those calls run at once on several threads. Over pipe, where the
+  /// client starts a process per connection, the one session is served as a spawned one is (on
+  /// the main thread, no workers) unless --pool is given.
   bool session_modes = false;
   /// In thread mode, how many threads whose session ended wait for the next connection rather
   /// than end (--kept-threads N): a session then costs a waiting thread's wake-up, not a
@@ -81,7 +83,8 @@ struct server_context {
   const options& opts;
   const endpoint& where;
   const connection_config& config;
-  /// The start mode the options chose (pool unless the program offers the modes).
+  /// The start mode the options chose (pool unless the program offers the modes); spawn for a
+  /// program with the modes served over pipe without --pool (one session on the main thread).
   session_mode mode = session_mode::pool;
 };
 
@@ -90,12 +93,14 @@ struct server_context {
 ///
 /// In thread, fork and spawn modes this process's main thread is only the acceptor: it never
 /// makes a system (a process that has one cannot fork sessions: a clear error, see
-/// courier::system::alive()), hands each accepted connection to a thread (a kept one that waits,
-/// or a new one) or to a new process (refused
-/// with ERROR 260 past --max-connections, counted in sessions), joins or reaps each as it ends,
-/// and on SIGINT/SIGTERM stops accepting, removes the socket file, tells the sessions to stop
-/// (SIGTERM to a process) and waits the grace for them (then SIGKILL; a thread whose handler
-/// never returns is abandoned, and the program exits with status 1).
+/// courier::system::alive()), hands each accepted connection to a thread or (fork) a process
+/// that waits for one, kept from an ended session (server_program::kept_threads,
+/// kept_processes), or else to a new thread or process (refused with ERROR 260 past
+/// --max-connections, counted in sessions), joins or reaps each thread or process as it ends,
+/// and on SIGINT/SIGTERM stops accepting, removes the socket file, tells the sessions and the
+/// kept threads and processes to stop (SIGTERM to a process) and waits the grace for them (then
+/// SIGKILL; a thread whose handler never returns is abandoned, and the program exits with
+/// status 1).
 int run_server(int argc, const char* const* argv, const server_program& program,
                const std::function<courier::result<serving>(server_context&)>& serve);
 
