@@ -181,15 +181,31 @@ courier::result<child_process> spawn_with_stdio(const std::vector<std::string>& 
 
 // --- descriptors over a Unix-domain socket ------------------------------------------------------
 
-bool send_descriptor(int over, int fd) noexcept {
+namespace {
+
+/// One byte with room for one descriptor beside it, as send_descriptor and receive_descriptor
+/// pass them. Not copyable: the header points into the object.
+struct descriptor_message {
   char byte = 'd';
   iovec data{&byte, 1};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))]{};
   msghdr message{};
-  message.msg_iov = &data;
-  message.msg_iovlen = 1;
-  message.msg_control = control;
-  message.msg_controllen = sizeof control;
+
+  descriptor_message() noexcept {
+    message.msg_iov = &data;
+    message.msg_iovlen = 1;
+    message.msg_control = control;
+    message.msg_controllen = sizeof control;
+  }
+  descriptor_message(const descriptor_message&) = delete;
+  descriptor_message& operator=(const descriptor_message&) = delete;
+};
+
+}  // namespace
+
+bool send_descriptor(int over, int fd) noexcept {
+  descriptor_message m;
+  msghdr& message = m.message;
   cmsghdr* header = CMSG_FIRSTHDR(&message);
   header->cmsg_level = SOL_SOCKET;
   header->cmsg_type = SCM_RIGHTS;
@@ -202,14 +218,8 @@ bool send_descriptor(int over, int fd) noexcept {
 }
 
 int receive_descriptor(int over) noexcept {
-  char byte = 0;
-  iovec data{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))]{};
-  msghdr message{};
-  message.msg_iov = &data;
-  message.msg_iovlen = 1;
-  message.msg_control = control;
-  message.msg_controllen = sizeof control;
+  descriptor_message m;
+  msghdr& message = m.message;
   ssize_t got;
   do got = ::recvmsg(over, &message, MSG_CMSG_CLOEXEC);
   while (got < 0 && errno == EINTR);

@@ -100,6 +100,15 @@ std::int64_t tid_of(const net::context_ref& session) {
   return *tid;
 }
 
+/// Opens a session at `server`, asks it `ask` (pid_of, tid_of), and closes it.
+std::int64_t one_session(net::node& node, const started_server& server, std::int64_t (*ask)(const net::context_ref&)) {
+  auto c = node.connect(server.where);
+  REQUIRE(c);
+  const auto answer = ask(*c);
+  REQUIRE(c->close_wait(5s));
+  return answer;
+}
+
 bool process_gone(std::int64_t pid) { return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
 
 }  // namespace
@@ -286,18 +295,7 @@ TEST_CASE("--thread keeps --kept-threads threads whose session ended for the nex
   courier_test::watchdog wd{"session modes: kept threads", 60s};
   courier::system sys;
   net::node node(sys);
-  const auto session_tid = [&](const started_server& server) {
-    auto c = node.connect(server.where);
-    REQUIRE(c);
-    const auto tid = tid_of(*c);
-    REQUIRE(c->close_wait(5s));
-    return tid;
-  };
-  const auto until = [](auto done) {
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (!done() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
-    return done();
-  };
+  const auto session_tid = [&](const started_server& server) { return one_session(node, server, tid_of); };
   {
     auto server = start_server("thread", net::endpoint::kind_t::uds, {"--kept-threads", "1"});
     const pid_t pid = server.process.pid();
@@ -306,14 +304,14 @@ TEST_CASE("--thread keeps --kept-threads threads whose session ended for the nex
     std::int64_t first = 0;
     for (int tries = 0; first == 0 && tries < 10; ++tries) {
       const auto tid = session_tid(server);
-      REQUIRE(until([&] { return in_futex_wait(pid, tid) || thread_gone(pid, tid); }));
+      REQUIRE(courier_test::eventually([&] { return in_futex_wait(pid, tid) || thread_gone(pid, tid); }));
       if (in_futex_wait(pid, tid)) first = tid;
     }
     REQUIRE(first != 0);
     for (int i = 0; i < 3; ++i) {
       INFO("session " << i);
       // Once the session's thread waits for the next connection, that connection is its.
-      REQUIRE(until([&] { return in_futex_wait(pid, first); }));
+      REQUIRE(courier_test::eventually([&] { return in_futex_wait(pid, first); }));
       CHECK(session_tid(server) == first);
     }
     server.process.kill(SIGTERM);
@@ -323,7 +321,7 @@ TEST_CASE("--thread keeps --kept-threads threads whose session ended for the nex
     auto server = start_server("thread", net::endpoint::kind_t::uds, {"--kept-threads", "0"});
     const pid_t pid = server.process.pid();
     const auto first = session_tid(server);
-    CHECK(until([&] { return thread_gone(pid, first); }));  // ended with its session
+    CHECK(courier_test::eventually([&] { return thread_gone(pid, first); }));  // ended with its session
     CHECK(session_tid(server) != first);
     server.process.kill(SIGTERM);
     CHECK(server.process.wait(10s) == 0);
@@ -359,18 +357,7 @@ TEST_CASE("--fork keeps --kept-processes processes whose session ended for the n
   courier_test::watchdog wd{"session modes: kept processes", 60s};
   courier::system sys;
   net::node node(sys);
-  const auto session_pid = [&](const started_server& server) {
-    auto c = node.connect(server.where);
-    REQUIRE(c);
-    const auto pid = pid_of(*c);
-    REQUIRE(c->close_wait(5s));
-    return pid;
-  };
-  const auto until = [](auto done) {
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (!done() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
-    return done();
-  };
+  const auto session_pid = [&](const started_server& server) { return one_session(node, server, pid_of); };
   {
     auto server = start_server("fork", net::endpoint::kind_t::uds, {"--kept-processes", "1"});
     // A session may find the one place taken (by the readiness probe's process, or by one whose
@@ -394,19 +381,19 @@ TEST_CASE("--fork keeps --kept-processes processes whose session ended for the n
     auto crashed = doomed->call_wait(courier::token("ABRT"), {}, 5s);
     REQUIRE_FALSE(crashed);
     CHECK(crashed.err() == courier::errc::connection_lost);
-    CHECK(until([&] { return process_gone(doomed_pid); }));
+    CHECK(courier_test::eventually([&] { return process_gone(doomed_pid); }));
     const auto after_crash = session_pid(server);
     CHECK(after_crash != doomed_pid);
 
     // SIGTERM ends the process that waits for a session too.
     server.process.kill(SIGTERM);
     CHECK(server.process.wait(10s) == 0);
-    CHECK(until([&] { return process_gone(after_crash); }));
+    CHECK(courier_test::eventually([&] { return process_gone(after_crash); }));
   }
   {
     auto server = start_server("fork", net::endpoint::kind_t::uds, {"--kept-processes", "0"});
     const auto first = session_pid(server);
-    CHECK(until([&] { return process_gone(first); }));  // ended with its session
+    CHECK(courier_test::eventually([&] { return process_gone(first); }));  // ended with its session
     CHECK(session_pid(server) != first);
     server.process.kill(SIGTERM);
     CHECK(server.process.wait(10s) == 0);
