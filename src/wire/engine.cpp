@@ -202,12 +202,10 @@ engine::step_result engine::on_valid(const frame_view& f, out_buffer& out) {
     default:
       break;  // reply, error with a transaction id (answers to our calls, whatever their context): the owner's
   }
-  step_result r{step_result::deliver};
-  r.frame = f;
-  r.answer = f.kind() == kind::reply || f.kind() == kind::error;
-  if (r.answer && f.context_id() != 0)
-    r.ended = on_answer_in_child(f.context_id(), f.transaction_id(), f.kind() == kind::error);
-  return r;
+  const bool answer = f.kind() == kind::reply || f.kind() == kind::error;
+  const std::uint64_t ended =
+      answer && f.context_id() != 0 ? on_answer_in_child(f.context_id(), f.transaction_id(), f.kind() == kind::error) : 0;
+  return {step_result::deliver, answer, f, {}, ended};
 }
 
 bool engine::peer_parity(std::uint64_t context) const noexcept {
@@ -250,10 +248,7 @@ engine::step_result engine::on_context_open(const frame_view& f, out_buffer& out
                                          ? std::string("this peer accepts no child contexts")
                                          : "this peer's limit of open child contexts (" +
                                                std::to_string(cfg_.max_child_contexts) + ") is reached");
-  step_result s{step_result::open_child};
-  s.header = h;
-  s.name = name;
-  return s;
+  return {step_result::open_child, false, frame_view(h, nullptr), name};
 }
 
 void engine::answer_open(const frame_header& h, const context_verdict& verdict, out_buffer& out) {
@@ -293,9 +288,7 @@ engine::step_result engine::on_context_close(const frame_view& f, out_buffer& ou
   it->second.peer_closed = true;
   it->second.peer_close_txn = h.transaction_id;
   ++calls_unanswered_;  // an answer we owe, as for a call: the connection's close waits for it
-  step_result s{step_result::child_closing};
-  s.header = h;
-  return s;
+  return {step_result::child_closing, false, frame_view(h, nullptr)};
 }
 
 std::uint64_t engine::on_answer_in_child(std::uint64_t context, std::uint64_t txn, bool is_error) {
@@ -417,12 +410,10 @@ engine::step_result engine::on_spoiled(const error& e, out_buffer& out) {
   // Anything else gets an ERROR with transaction id 0 (section 9 allows it; C++ always sends one).
   write_error(out, about_connection(h), 0, code, describe(h) + ": " + e.message());
   if ((h.kind == kind::reply || h.kind == kind::error) && h.transaction_id != 0) {
-    step_result r{step_result::bad_reply};
-    r.header = h;
-    r.fault = e;
+    bad_reply_fault_ = e;
     // The real answer is lost: taken as a reply (the child stays open, the close is answered).
-    if (h.context_id != 0) r.ended = on_answer_in_child(h.context_id, h.transaction_id, false);
-    return r;
+    const std::uint64_t ended = h.context_id != 0 ? on_answer_in_child(h.context_id, h.transaction_id, false) : 0;
+    return {step_result::bad_reply, false, frame_view(h, nullptr), {}, ended};
   }
   return {step_result::again};
 }

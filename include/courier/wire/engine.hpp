@@ -288,15 +288,15 @@ class engine {
       } else if (s.what == step_result::open_child) {
         context_verdict verdict{};
         if constexpr (requires { handler.on_context_open(std::uint64_t{}, token{}, std::string_view{}); })
-          verdict = handler.on_context_open(s.header.context_id, s.header.token, s.name);
-        answer_open(s.header, verdict, out);
+          verdict = handler.on_context_open(s.frame.context_id(), s.frame.token(), s.name);
+        answer_open(s.frame.header(), verdict, out);
       } else if (s.what == step_result::child_closing) {
         if constexpr (requires { handler.on_context_closing(std::uint64_t{}); })
-          handler.on_context_closing(s.header.context_id);
-        if (maybe_answer_close(s.header.context_id, out)) notify_ended(handler, s.header.context_id);
+          handler.on_context_closing(s.frame.context_id());
+        if (maybe_answer_close(s.frame.context_id(), out)) notify_ended(handler, s.frame.context_id());
       } else if (s.what == step_result::bad_reply) {
-        if constexpr (requires { handler.on_bad_reply(std::uint64_t{}, s.fault); })
-          handler.on_bad_reply(s.header.transaction_id, s.fault);
+        if constexpr (requires { handler.on_bad_reply(std::uint64_t{}, bad_reply_fault_); })
+          handler.on_bad_reply(s.frame.transaction_id(), bad_reply_fault_);
         answer_received();
       } else if (s.what == step_result::done) {
         break;
@@ -306,14 +306,14 @@ class engine {
     return state_;
   }
 
+  /// What one frame asks of feed_at. Trivially copyable and small, so the per-frame return costs a
+  /// few register moves: a bad reply's error waits in bad_reply_fault_ instead.
   struct step_result {
     enum what_t : std::uint8_t { done, deliver, bad_reply, again, open_child, child_closing } what = done;
-    frame_view frame{};
-    frame_header header{};
-    error fault{};
+    bool answer = false;      // a reply or error frame with a transaction id
+    frame_view frame{};       // deliver: the frame; open_child, child_closing, bad_reply: its header
     std::string_view name{};  // open_child: the child's name, viewing the frame
     std::uint64_t ended = 0;  // a child whose close this frame completed (or whose open it refused)
-    bool answer = false;      // a reply or error frame with a transaction id
   };
 
   /// A child context as this peer sees it, from its open until its close is complete here.
@@ -376,6 +376,7 @@ class engine {
   std::string peer_name_;
   std::string local_name_;
   engine_failure failure_{};
+  error bad_reply_fault_{};  // why the frame of the last bad_reply step was spoiled
   engine_counters counters_{};
   std::size_t calls_unanswered_ = 0;
   std::size_t calls_outstanding_ = 0;
