@@ -56,7 +56,9 @@ class token {
   /// True for the all-zero token that control frames (handshake, ping, close...) carry.
   [[nodiscard]] constexpr bool is_null() const noexcept { return to_u32() == 0; }
 
-  friend constexpr bool operator==(const token&, const token&) noexcept = default;
+  // One 32-bit compare: the defaulted comparison of the char array called memcmp, once per service
+  // looked up on every frame a server dispatches.
+  friend constexpr bool operator==(const token& a, const token& b) noexcept { return a.to_u32() == b.to_u32(); }
   friend constexpr auto operator<=>(const token& a, const token& b) noexcept { return a.view() <=> b.view(); }
 
   friend std::ostream& operator<<(std::ostream& os, const token& t) {
