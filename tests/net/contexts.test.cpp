@@ -195,6 +195,56 @@ void each_path(const char* tag, const std::function<void(dynamic_server&, const 
 
 }  // namespace
 
+TEST_CASE("arguments of fixed-size values are the items a frame writer makes of them, copied and moved intact",
+          "[net][contexts][arguments]") {
+  auto as_written = [](const auto&... values) {
+    return net::arguments::written([&](wire::frame_writer& w) { (wire::detail::write_value(w, values), ...); });
+  };
+  auto bytes_of = [](const net::arguments& a) {
+    const auto b = a.bytes();
+    return std::vector<std::byte>(b.begin(), b.end());
+  };
+  const auto scalars = net::args(true, false, std::int8_t{-2}, std::uint8_t{250}, std::int16_t{-30000},
+                                 std::uint16_t{60000}, std::int32_t{-7}, std::uint32_t{4000000000u});
+  const auto expected = bytes_of(as_written(true, false, std::int8_t{-2}, std::uint8_t{250}, std::int16_t{-30000},
+                                            std::uint16_t{60000}, std::int32_t{-7}, std::uint32_t{4000000000u}));
+  REQUIRE(expected.size() == 4 + 4 + 6 + 10);
+  CHECK(bytes_of(scalars) == expected);
+  CHECK(bytes_of(net::args(std::int64_t{-1} << 40, 2.5f, -0.125)) ==
+        bytes_of(as_written(std::int64_t{-1} << 40, 2.5f, -0.125)));
+  CHECK(bytes_of(net::args(std::uint64_t{1} << 63)) == bytes_of(as_written(std::uint64_t{1} << 63)));
+
+  // Past the inline bytes (six int64 are 54 bytes) the frame writer makes them, in a pool slot.
+  const auto six = net::args(std::int64_t{1}, std::int64_t{2}, std::int64_t{3}, std::int64_t{4}, std::int64_t{5},
+                             std::int64_t{6});
+  CHECK(bytes_of(six) ==
+        bytes_of(as_written(std::int64_t{1}, std::int64_t{2}, std::int64_t{3}, std::int64_t{4}, std::int64_t{5},
+                            std::int64_t{6})));
+
+  net::arguments copied(scalars);
+  CHECK(bytes_of(copied) == expected);
+  net::arguments moved(std::move(copied));
+  CHECK(bytes_of(moved) == expected);
+  CHECK(copied.bytes().empty());
+  net::arguments assigned;
+  assigned = std::move(moved);
+  CHECK(bytes_of(assigned) == expected);
+  assigned = six;
+  CHECK(bytes_of(assigned) == bytes_of(six));
+
+  // What the server reads back is what was written.
+  wire::reader r(scalars.bytes());
+  CHECK(*r.read<bool>() == true);
+  CHECK(*r.read<bool>() == false);
+  CHECK(*r.read<std::int8_t>() == -2);
+  CHECK(*r.read<std::uint8_t>() == 250);
+  CHECK(*r.read<std::int16_t>() == -30000);
+  CHECK(*r.read<std::uint16_t>() == 60000);
+  CHECK(*r.read<std::int32_t>() == -7);
+  CHECK(*r.read<std::uint32_t>() == 4000000000u);
+  CHECK(!r.has_more());
+}
+
 TEST_CASE("calls by token in the parent context: END, END_AND_CALLBACK, END_AND_WAIT, and errors", "[net][contexts]") {
   courier_test::watchdog wd("context calls", 60s);
   each_path("ctxcalls", [](dynamic_server& srv, const net::context_ref& parent, bool) {

@@ -59,26 +59,26 @@ class arguments {
   static constexpr std::size_t inline_capacity = 48;
 
   arguments() noexcept = default;
-  // Copies only the bytes in use: a call's arguments are moved several times on their way into
-  // the connection's mailbox.
-  arguments(const arguments& other) : size_(other.size_) {
+  // Inline bytes are copied whole: a call's arguments are moved several times on their way into
+  // the connection's mailbox, and a fixed 48-byte copy is a few vector moves where copying only
+  // the bytes in use was a call to memmove each time.
+  arguments(const arguments& other) : size_(other.size_), inline_(other.inline_) {
     if (other.fault_) fault_ = std::make_unique<courier::error>(*other.fault_);
     if (other.spill_ != nullptr) {
       spill_ = static_cast<std::byte*>(pool::allocate(size_, 1));
       std::memcpy(spill_, other.spill_, size_);
-    } else if (size_ != 0) {
-      std::memcpy(inline_.data(), other.inline_.data(), size_);
     }
   }
   arguments(arguments&& other) noexcept
-      : size_(std::exchange(other.size_, 0)), spill_(std::exchange(other.spill_, nullptr)), fault_(std::move(other.fault_)) {
-    if (spill_ == nullptr && size_ != 0) std::memcpy(inline_.data(), other.inline_.data(), size_);
-  }
+      : size_(std::exchange(other.size_, 0)),
+        inline_(other.inline_),
+        spill_(std::exchange(other.spill_, nullptr)),
+        fault_(std::move(other.fault_)) {}
   arguments& operator=(arguments other) noexcept {
     release();
     size_ = std::exchange(other.size_, 0);
+    inline_ = other.inline_;
     spill_ = std::exchange(other.spill_, nullptr);
-    if (spill_ == nullptr && size_ != 0) std::memcpy(inline_.data(), other.inline_.data(), size_);
     fault_ = std::move(other.fault_);
     return *this;
   }
@@ -88,7 +88,18 @@ class arguments {
   /// vectors as lists, structs with fields() as nested lists).
   template <class... Ts>
   static arguments of(const Ts&... values) {
-    return written([&](wire::frame_writer& w) { (wire::detail::write_value(w, values), ...); });
+    if constexpr (sizeof...(Ts) != 0 && (wire::detail::scalar<Ts> && ...) && ((1 + sizeof(Ts)) + ...) <= inline_capacity) {
+      // Fixed-size items only: written straight into the inline bytes, as frame_writer::add
+      // writes them, with no frame to build and copy out of (a one-way send of five int32 spent
+      // a tenth of its sending thread there).
+      arguments a;
+      std::byte* p = a.inline_.data();
+      ((p = put_scalar(p, values)), ...);
+      a.size_ = static_cast<std::uint32_t>(p - a.inline_.data());
+      return a;
+    } else {
+      return written([&](wire::frame_writer& w) { (wire::detail::write_value(w, values), ...); });
+    }
   }
   /// Items as they came in a frame's body (already valid items).
   static arguments from_items(std::span<const std::byte> body) {
@@ -129,9 +140,19 @@ class arguments {
   void release() noexcept {
     if (spill_ != nullptr) pool::deallocate(std::exchange(spill_, nullptr), size_, 1);
   }
+  template <wire::detail::scalar T>
+  static std::byte* put_scalar(std::byte* p, T value) noexcept {
+    p[0] = static_cast<std::byte>(wire::detail::tag_of<T>());
+    if constexpr (std::is_same_v<T, bool>) {
+      p[1] = std::byte{value ? std::uint8_t{1} : std::uint8_t{0}};
+    } else {
+      wire::detail::store_le<T>(p + 1, value);
+    }
+    return p + 1 + sizeof(T);
+  }
 
   std::uint32_t size_ = 0;
-  std::array<std::byte, inline_capacity> inline_;  // the first size_ bytes are the items, unless spilled
+  std::array<std::byte, inline_capacity> inline_{};  // the first size_ bytes are the items, unless spilled
   std::byte* spill_ = nullptr;                      // a pool slot of size_ bytes, when they did not fit
   std::unique_ptr<courier::error> fault_;
 };
