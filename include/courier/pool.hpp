@@ -109,6 +109,10 @@ inline void* allocate_small(std::uint8_t size_class) {
   size_class_state& s = h.classes[size_class];
   if (free_node* n = s.local) [[likely]] {
     s.local = n->next;
+    // The next slot is most likely in another core's cache (freed there by the receiver of the
+    // message it held): fetched for writing now, it is here by the next allocation, which would
+    // otherwise stall on it.
+    __builtin_prefetch(s.local, 1, 3);
     return n;
   }
   return refill(h, size_class);
