@@ -54,6 +54,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 
 #include "courier/wire/buffer.hpp"
@@ -315,6 +316,7 @@ class engine {
     std::string_view name{};  // open_child: the child's name, viewing the frame
     std::uint64_t ended = 0;  // a child whose close this frame completed (or whose open it refused)
   };
+  static_assert(std::is_trivially_copyable_v<step_result>, "a step result is returned for every frame");
 
   /// A child context as this peer sees it, from its open until its close is complete here.
   struct child_context {
