@@ -11,6 +11,7 @@
 #include <limits>
 #include <span>
 #include <string_view>
+#include <type_traits>
 
 #include "courier/wire/buffer.hpp"
 #include "courier/wire/error.hpp"
@@ -18,6 +19,27 @@
 #include "courier/wire/items.hpp"
 
 namespace courier::wire {
+
+namespace detail {
+
+/// The bytes a fixed-size item of type T takes: its tag, then its value.
+template <scalar T>
+inline constexpr std::size_t scalar_item_size = 1 + sizeof(T);
+
+/// Writes a fixed-size item at `p` (scalar_item_size<T> bytes: the tag follows from the C++ type,
+/// the value little-endian, a bool as 0 or 1); returns the byte after it.
+template <scalar T>
+std::byte* put_scalar(std::byte* p, T value) noexcept {
+  p[0] = static_cast<std::byte>(tag_of<T>());
+  if constexpr (std::is_same_v<T, bool>) {
+    p[1] = std::byte{value ? std::uint8_t{1} : std::uint8_t{0}};
+  } else {
+    store_le<T>(p + 1, value);
+  }
+  return p + scalar_item_size<T>;
+}
+
+}  // namespace detail
 
 /// Appends one frame to an out_buffer: the constructor writes the header, add()/begin_list()/end_list()
 /// append items, finish() fills in the body length and checks the limits.
@@ -54,14 +76,7 @@ class frame_writer {
   /// One fixed-size item; the tag follows from the C++ type (int32_t -> int32, double -> float64...).
   template <detail::scalar T>
   frame_writer& add(T value) {
-    constexpr item_type tag = detail::tag_of<T>();
-    std::byte* p = out_->extend(1 + sizeof(T));
-    p[0] = static_cast<std::byte>(tag);
-    if constexpr (std::is_same_v<T, bool>) {
-      p[1] = std::byte{value ? std::uint8_t{1} : std::uint8_t{0}};
-    } else {
-      detail::store_le<T>(p + 1, value);
-    }
+    detail::put_scalar(out_->extend(detail::scalar_item_size<T>), value);
     count_item();
     return *this;
   }
