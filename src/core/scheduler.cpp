@@ -215,11 +215,15 @@ void drive_while_waiting(actor_base* actor, const std::atomic<std::uint32_t>& re
       let_go();
       return;
     }
-    if (sock < 0 && (sock = drive->hold(actor)) < 0) {
+    // Asked every round: a stream that has ended stays readable (its hang-up), and polling it
+    // would spin this thread while the actor waits for a message (a pipe server's exit).
+    const int reading = drive->hold(actor);
+    if (reading < 0 && sock < 0) {
       let_go();
       return;
     }
-    pollfd watch[2] = {{sock, POLLIN, 0}, {signal, POLLIN, 0}};
+    if (reading >= 0) sock = reading;
+    pollfd watch[2] = {{reading, POLLIN, 0}, {signal, POLLIN, 0}};  // poll skips a negative descriptor
     // Looks without sleeping for config::io_spin, yielding the CPU between looks, as a worker
     // does after a write (the answer may be a few microseconds away; a sleep costs a wake-up).
     const std::int64_t spin_until = this_thread_spin.allowed() ? steady_now_ns() + io_spin_ns(core) : 0;

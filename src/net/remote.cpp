@@ -101,9 +101,11 @@ void connection_base::update_registration() {
 }
 
 int connection_base::hold_io() noexcept {
-  if (!link_ || stream_.finished() || held_) return -1;
-  held_ = true;
-  update_registration();
+  if (!link_ || stream_.finished()) return -1;
+  if (!held_) {
+    held_ = true;
+    update_registration();
+  }
   return stream_.fd();
 }
 

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -349,6 +350,38 @@ TEST_CASE("over pipe a session server serves its one session on the main thread;
     else CHECK(tid_of(*session) == pid);
     CHECK(session->close_wait(5s));
   }
+  node.stop();
+}
+
+TEST_CASE("a plain thread that closes a pipe session sleeps while the server process finishes exiting",
+          "[modes]") {
+  courier_test::watchdog wd{"session modes: pipe close waits for the exit", 30s};
+  courier::system sys;
+  net::node node(sys);
+  net::endpoint where;
+  where.kind = net::endpoint::kind_t::pipe;
+  where.command = {COURIER_TEST_SESSION_MODES_SERVER, "--silent"};
+  auto session = node.connect(where);
+  REQUIRE(session);
+  // The server answers the close, then takes this long to exit; the close completes with the
+  // exit. The stream has ended meanwhile, and its hang-up stays readable.
+  constexpr std::int32_t linger_ms = 150;
+  auto lingers = session->call_wait(courier::token("LNGR"), net::args(linger_ms), 5s);
+  REQUIRE(lingers);
+  const auto cpu_now = [] {
+    timespec t{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return std::chrono::seconds(t.tv_sec) + std::chrono::nanoseconds(t.tv_nsec);
+  };
+  const auto wall_before = std::chrono::steady_clock::now();
+  const auto cpu_before = cpu_now();
+  CHECK(session->close_wait(5s));
+  const auto waited = std::chrono::steady_clock::now() - wall_before;
+  const auto busy = cpu_now() - cpu_before;
+  using milliseconds = std::chrono::duration<double, std::milli>;
+  INFO("waited " << milliseconds(waited).count() << " ms, on the CPU " << milliseconds(busy).count() << " ms");
+  CHECK(waited >= std::chrono::milliseconds(linger_ms / 2));  // the wait this test is about took place
+  CHECK(busy * 4 < waited);  // not polling a hung-up socket all along
   node.stop();
 }
 

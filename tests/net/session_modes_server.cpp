@@ -1,7 +1,8 @@
 // The server of net_session_modes: a session per connection in the start mode its options choose
 // (--pool, --thread, --fork, --spawn), with services that tell which process and thread serve the
 // session (PID_, TID_), who the session's peer is (PEER), one that blocks its thread for the
-// milliseconds it is given (SLEP) and one that aborts its process (ABRT).
+// milliseconds it is given (SLEP), one that aborts its process (ABRT) and one that makes the process
+// wait the milliseconds it is given after its sessions ended before it exits (LNGR).
 #include <courier/courier.hpp>
 #include <courier/net/server.hpp>
 #include <courier/net/services.hpp>
@@ -9,6 +10,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -18,10 +20,14 @@
 
 namespace net = courier::net;
 
+namespace {
+std::atomic<int> linger_ms{0};
+}  // namespace
+
 int main(int argc, char** argv) {
   net::server_program program{.name = "courier-test-session-modes-server"};
   program.session_modes = true;
-  return net::run_server(argc, argv, program, [](net::server_context& s) {
+  const int status = net::run_server(argc, argv, program, [](net::server_context& s) {
     return s.net.serve_sessions([](const net::peer_info& peer, net::context_ref) {
       auto table = std::make_shared<net::service_table>();
       table->add(courier::token("PID_"), [](net::incoming& call) { call.reply().add(static_cast<std::int64_t>(::getpid())); });
@@ -35,6 +41,12 @@ int main(int argc, char** argv) {
       table->add(courier::token("PEER"), [peer](net::incoming& call) {
         call.reply().add(std::string_view(net::to_string(peer.transport))).add(std::string_view(peer.address));
       });
+      table->add(courier::token("LNGR"), [](net::incoming& call) {
+        auto ms = call.read<std::int32_t>();
+        if (!ms) return;
+        linger_ms.store(*ms);
+        call.reply().add(*ms);
+      });
       table->add(courier::token("ABRT"), [](net::incoming&) {
         const rlimit no_core{0, 0};  // the crash is the test's: no core file for it
         ::setrlimit(RLIMIT_CORE, &no_core);
@@ -45,4 +57,6 @@ int main(int argc, char** argv) {
       return session;
     }, s.where, s.config);
   });
+  std::this_thread::sleep_for(std::chrono::milliseconds(linger_ms.load()));
+  return status;
 }

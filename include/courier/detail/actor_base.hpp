@@ -52,7 +52,9 @@ enum class resume_result : std::uint8_t { idle, reschedule, stopped };
 ///   the turns they call for, until its reply came or its deadline passed.
 /// The functions are called only by the thread that holds or runs the actor, except `signal`.
 struct drive_ops {
-  /// Takes the descriptor from the poller, so that no worker wakes for it; returns it (-1: none).
+  /// Takes the descriptor from the poller, so that no worker wakes for it, and returns it; asked
+  /// again before each wait, it returns the held descriptor while there is more to read on it, -1
+  /// once there is not (a stream that has ended) or when there is none.
   int (*hold)(actor_base* self) noexcept;
   /// The descriptor turned readable: queue what the poller would have queued.
   void (*readable)(actor_base* self) noexcept;
