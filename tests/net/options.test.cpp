@@ -123,6 +123,32 @@ TEST_CASE("options: a program adds its own options") {
   CHECK_FALSE(parse({"--count", "5"}));  // unknown without the program's addition
 }
 
+TEST_CASE("options: with no arguments the defaults are the parser's, and a program's own options are still checked") {
+  // Nothing to parse skips the parser: what it gives must be what the parser gives for words
+  // that only repeat the defaults.
+  auto bare = parse({});
+  auto parsed = parse({"--pipe", "--timeout", "10", "--buffersize", "0", "--debug", "0"});
+  REQUIRE(bare);
+  REQUIRE(parsed);
+  CHECK(bare->where.kind == parsed->where.kind);
+  CHECK(bare->where.command == parsed->where.command);
+  CHECK(bare->timeout == parsed->timeout);
+  CHECK(bare->name == parsed->name);
+  CHECK(bare->buffersize == parsed->buffersize);
+  CHECK(bare->max_frame == parsed->max_frame);
+  CHECK(bare->max_connections == parsed->max_connections);
+  CHECK(bare->max_memory == parsed->max_memory);
+  CHECK(bare->silent == parsed->silent);
+  CHECK(bare->debug == parsed->debug);
+  CHECK(bare->help == parsed->help);
+
+  std::string needed;
+  const courier::net::extra_options extra = [&](CLI::App& app) { app.add_option("--needed", needed)->required(); };
+  auto refused = parse({}, extra);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.err().text.find("--needed") != std::string::npos);
+}
+
 TEST_CASE("options: unknown, conflicting and incomplete options are errors with a clear text") {
   check_refused({"--bogus"}, "--bogus");
   check_refused({"stray"}, "stray");

@@ -88,6 +88,10 @@ void print_figure(std::string_view name, const perf::measured& m) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The raw echo of one connection, a process each (pipe, and the spawn mode's per connection),
+  // skips the option parser as a courier-perf-server without arguments does: the raw bound pays
+  // no start-up cost that the server does not.
+  if (argc == 2 && std::string_view(argv[1]) == "--raw-echo") return perf::run_raw_echo(self_path(argv[0]), perf::start_mode::pool);
   perf_options o;
   const auto extra = declare(o);
   auto opts = net::parse_options(argc, argv, "courier-perf", extra);
