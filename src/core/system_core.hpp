@@ -249,6 +249,9 @@ class timer_service {
   std::vector<entry> due_;          // the thread's
   std::vector<entry> virtual_due_;  // the virtual clock's; one driving thread at a time
   std::uint64_t seq_ = 0;
+  // When the thread looks at the heap next (guarded by mutex_): a push with an earlier deadline
+  // wakes it, a later one waits for that look. INT64_MIN while it is awake and will look anyway.
+  std::int64_t next_look_ = INT64_MIN;
   bool stop_ = false;
   std::atomic<bool> stopped_{false};
   std::thread thread_;

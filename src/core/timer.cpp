@@ -254,15 +254,19 @@ bool timer_service::push(std::chrono::nanoseconds delay, pending_base* p, timer_
   std::unique_lock lock(mutex_);
   const std::int64_t now = virtual_clock_ ? virtual_now_ : steady_now_ns();
   bool earliest = false;
-  if (!push_locked(saturating_deadline(now, delay), p, r, earliest)) return false;
+  const std::int64_t deadline = saturating_deadline(now, delay);
+  if (!push_locked(deadline, p, r, earliest)) return false;
+  const bool before_next_look = deadline < next_look_;
   lock.unlock();
-  // The thread sleeps until the earliest deadline it knows; only a new earliest changes that. A
-  // host that drives time learns of it through wake_fd, unless it is inside a run call right
-  // now: it reads next_deadline() after every run call anyway.
+  // The thread sleeps until the earliest deadline it knows, or for idle_look with none; only a
+  // deadline before that changes its plan (a connection's time-outs of seconds, armed and
+  // cancelled with each connection, then wake no one). A host that drives time learns of it
+  // through wake_fd, unless it is inside a run call right now: it reads next_deadline() after
+  // every run call anyway.
   if (earliest) {
     if (host_driven_) {
       if (running_core != core_) core_->signal_fd();
-    } else if (!virtual_clock_) {
+    } else if (!virtual_clock_ && before_next_look) {
       wake_.notify_one();
     }
   }
@@ -405,17 +409,17 @@ bool timer_service::advance_idle(std::int64_t limit) {
 }
 
 void timer_service::loop() {
+  // With no timer the thread still looks now and then, so that a push far ahead need not wake it.
+  constexpr std::int64_t idle_look = 1'000'000'000;
   std::unique_lock lock(mutex_);
   while (!stop_) {
-    if (heap_.empty()) {
-      wake_.wait(lock);
-      continue;
-    }
     const auto now = steady_now_ns();
     // A copy: pushes while we wait may reallocate the heap under a reference into it.
-    const std::int64_t first = heap_.front().deadline;
+    const std::int64_t first = heap_.empty() ? now + idle_look : heap_.front().deadline;
     if (first > now) {
+      next_look_ = first;
       wake_.wait_until(lock, std::chrono::steady_clock::time_point(std::chrono::nanoseconds(first)));
+      next_look_ = INT64_MIN;
       continue;
     }
     due_.clear();

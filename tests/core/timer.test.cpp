@@ -515,3 +515,25 @@ TEST_CASE("a threaded heartbeat ticks, and a slow actor gets no pile-up", "[time
   CHECK(slow_ticks.load() <= slow_at_cancel + 1);  // at most the tick already queued
   CHECK(sys.shutdown().clean);
 }
+
+TEST_CASE("the timer thread fires a delay far ahead, and a shorter one armed after it on time", "[timer][concurrent]") {
+  // The thread sleeps until the earliest deadline it knows (about a second ahead with none), and
+  // only a deadline before that wakes it: the far timer must not be lost, nor the near one armed
+  // behind it kept waiting for the far one.
+  courier_test::watchdog wd("timer thread: far and near", 30s);
+  courier::system sys;
+  std::atomic<int> far_ticks{0}, near_ticks{0};
+  auto far = sys.spawn<box>(&far_ticks);
+  auto near = sys.spawn<box>(&near_ticks);
+  const auto start = std::chrono::steady_clock::now();
+  auto far_timer = far.delayed_send(tick{}, 3s);
+  std::this_thread::sleep_for(1100ms);  // past the idle thread's first look: it now sleeps until the far timer
+  const auto armed = std::chrono::steady_clock::now();
+  auto near_timer = near.delayed_send(tick{}, 50ms);
+  CHECK(courier_test::eventually([&] { return near_ticks.load() == 1; }));
+  CHECK(std::chrono::steady_clock::now() - armed < 1000ms);  // not at the far timer's time, 1.9 s on
+  CHECK(far_ticks.load() == 0);
+  CHECK(courier_test::eventually([&] { return far_ticks.load() == 1; }));
+  CHECK(std::chrono::steady_clock::now() - start >= 3s);  // never early
+  CHECK(sys.shutdown().clean);
+}
