@@ -194,8 +194,9 @@ void drive_while_waiting(actor_base* actor, const std::atomic<std::uint32_t>& re
   const int signal = drive->signal_fd(actor);  // this thread runs the actor: no one else calls it
   int sock = -1;
   // Held (or running): no other thread runs the actor, so its descriptor is ours to hand back.
+  // Released whether or not this loop took it: the actor may hold itself from its first turn.
   auto let_go = [&] {
-    if (sock >= 0) drive->release(actor);
+    drive->release(actor);
     if (!actor->release_hold()) schedule(actor);  // pushed to meanwhile: the workers take it from here
   };
   for (;;) {
@@ -206,7 +207,7 @@ void drive_while_waiting(actor_base* actor, const std::atomic<std::uint32_t>& re
     const bool done = ready.load(std::memory_order_acquire) == 1 || steady_now_ns() >= deadline_ns;
     if (r == resume_result::reschedule) {
       if (!done) continue;
-      if (sock >= 0) drive->release(actor);
+      drive->release(actor);
       schedule(actor);
       return;
     }

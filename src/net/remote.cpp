@@ -73,8 +73,11 @@ void connection_base::attach(std::unique_ptr<io_link> link, courier::detail::act
   stream_.start();
   // Edge-triggered: one wake-up per arrival; the actor reads until a read comes back short (the
   // next arrival is another edge), so a socket that stays readable does not keep its poller
-  // spinning while it waits. EPOLLOUT joins only while output waits (flush).
-  if (auto ok = node_->io().add(stream_.fd(), readable_events, link_.get()); !ok)
+  // spinning while it waits. EPOLLOUT joins only while output waits (flush). A plain thread that
+  // runs this first turn and will drive the connection (drive_while_waiting) holds it from the
+  // start: the peer's first bytes (a server writes its handshake as it accepts) wake no reactor.
+  held_ = courier::detail::hold_on_idle == actor;
+  if (auto ok = node_->io().add(stream_.fd(), held_ ? std::uint32_t{EPOLLET} : readable_events, link_.get()); !ok)
     stream_.fail(courier::error(errc::connection_lost, "cannot watch the socket: " + ok.err().text));
   else
     link_->tag = node_->io().registration_tag(stream_.fd());
