@@ -192,7 +192,7 @@ void drive_while_waiting(actor_base* actor, const std::atomic<std::uint32_t>& re
   const drive_ops* drive = actor->identity().ops->drive;
   const std::uint32_t budget = core->cfg.throughput;
   const int signal = drive->signal_fd(actor);  // this thread runs the actor: no one else calls it
-  int sock = -1;
+  bool had_socket = false;  // once its stream has ended, the signal alone is waited on
   // Held (or running): no other thread runs the actor, so its descriptor is ours to hand back.
   // Released whether or not this loop took it: the actor may hold itself from its first turn.
   auto let_go = [&] {
@@ -219,11 +219,11 @@ void drive_while_waiting(actor_base* actor, const std::atomic<std::uint32_t>& re
     // Asked every round: a stream that has ended stays readable (its hang-up), and polling it
     // would spin this thread while the actor waits for a message (a pipe server's exit).
     const int reading = drive->hold(actor);
-    if (reading < 0 && sock < 0) {
+    if (reading < 0 && !had_socket) {
       let_go();
       return;
     }
-    if (reading >= 0) sock = reading;
+    had_socket = had_socket || reading >= 0;
     pollfd watch[2] = {{reading, POLLIN, 0}, {signal, POLLIN, 0}};  // poll skips a negative descriptor
     // Looks without sleeping for config::io_spin, yielding the CPU between looks, as a worker
     // does after a write (the answer may be a few microseconds away; a sleep costs a wake-up).
