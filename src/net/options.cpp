@@ -16,6 +16,7 @@ struct parsed {
   std::string host = "127.0.0.1";
   std::uint16_t port = 0;
   double timeout_seconds = 10.0;
+  std::int64_t keepalive_ms = -1;  // not given: the program's own
   std::string name;
   std::size_t buffersize = 0;
   std::size_t max_frame = 0;
@@ -46,6 +47,12 @@ void declare(CLI::App& app, parsed& into, program_kind kind) {
                                               : "Time-out in seconds for a client's handshake (default 10)")
       ->check(CLI::PositiveNumber)
       ->type_name("SEC");
+  app.add_option("--keepalive", into.keepalive_ms,
+                 "Ping a silent peer every MS milliseconds; a peer that answers none of two pings is dead after "
+                 "three intervals of silence (e.g. 3000 ms for --keepalive 1000). 0 sends no pings and never "
+                 "declares a peer dead (default 10000)")
+      ->check(CLI::NonNegativeNumber)
+      ->type_name("MS");
   app.add_option("--name", into.name, "The name this program gives itself in logs and its handshake")
       ->type_name("NAME");
   // The checks parse the text as a number first: CLI11 would read "-5" into an unsigned as a huge value.
@@ -159,6 +166,7 @@ courier::result<options> parse_options(int argc, const char* const* argv, std::s
   }
   result.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(values.timeout_seconds * 1000.0 + 0.5));
   if (result.timeout.count() <= 0) return invalid("--timeout must be at least 1 ms");
+  if (values.keepalive_ms >= 0) result.keepalive = std::chrono::milliseconds(values.keepalive_ms);
   result.name = std::move(values.name);
   result.buffersize = values.buffersize;
   result.max_frame = values.max_frame;
@@ -179,6 +187,7 @@ connection_config config_from(const options& opts, connection_config base) {
   if (!opts.name.empty()) base.name = opts.name;
   base.handshake_timeout = opts.timeout;
   base.connect_timeout = opts.timeout;
+  if (opts.keepalive) base.ping_interval = *opts.keepalive;
   base.socket_buffer_size = opts.buffersize;
   if (opts.max_frame != 0) base.limits.max_frame_size = static_cast<std::uint32_t>(opts.max_frame);
   base.max_connections = opts.max_connections;

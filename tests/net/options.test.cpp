@@ -249,6 +249,19 @@ TEST_CASE("options: config_from applies every accepted option to the connection 
   auto detailed = parse_server({"--tcp", "--port", "0", "--debug", "2"});
   REQUIRE(detailed);
   CHECK(courier::net::config_from(*detailed, base).log->threshold == courier::net::log_level::debug);
+  // --keepalive MS: the ping interval, 0 none; not given, the program's own.
+  base.ping_interval = std::chrono::milliseconds(4000);
+  CHECK(defaults.ping_interval == courier::net::connection_config{}.ping_interval);
+  CHECK(courier::net::config_from(*plain, base).ping_interval == std::chrono::milliseconds(4000));
+  auto pinging = parse_server({"--tcp", "--port", "0", "--keepalive", "1500"});
+  REQUIRE(pinging);
+  CHECK(courier::net::config_from(*pinging, base).ping_interval == std::chrono::milliseconds(1500));
+  auto quiet = parse({"--keepalive", "0"});
+  REQUIRE(quiet);
+  CHECK(courier::net::config_from(*quiet, base).ping_interval == std::chrono::milliseconds(0));
+  CHECK_FALSE(parse({"--keepalive", "-5"}));
+  CHECK(courier::net::options_help("srv", {}, courier::net::program_kind::server).find("three intervals") !=
+        std::string::npos);
   // A program's own hook is kept.
   auto own = std::make_shared<courier::net::log_hook>();
   base.log = own;

@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -49,6 +50,10 @@ struct options {
   /// --timeout SEC (fractions allowed): a client's connect, handshake and call time-outs; a
   /// server's handshake time-out (a peer that has not completed its handshake by then is dropped).
   std::chrono::milliseconds timeout{10000};
+  /// --keepalive MS: the ping interval (connection_config::ping_interval); a silent peer that
+  /// answers none of two pings is dead after three intervals. 0: no keepalive. Not given: the
+  /// program's own setting (10 s unless it chose another).
+  std::optional<std::chrono::milliseconds> keepalive;
   /// --name NAME: how the program names itself in logs and in its handshake.
   std::string name;
   /// --buffersize N: the socket send and receive buffer size to ask for in bytes (0: the kernel's
