@@ -81,7 +81,7 @@ engine::engine(role r, const engine_config& cfg, buffer_hooks hooks)
 void engine::start(out_buffer& out, clock::time_point now) {
   if (started_) return;
   started_ = true;
-  started_at_ = last_rx_ = last_ping_ = now;
+  started_at_ = last_rx_ = last_ping_ = last_ping_counted_ = now;
   handshake_info mine = cfg_.local;
   mine.peer_name = local_name_;
   if (encode_handshake(out, mine)) ++counters_.frames_out;
@@ -543,6 +543,7 @@ engine_state engine::tick(clock::time_point now, out_buffer& out) {
   if (!accepting_input()) return state_;
   if (received_) {
     last_rx_ = now;
+    pings_unanswered_ = 0;
     received_ = false;
   }
   if (state_ == engine_state::handshaking) {
@@ -559,16 +560,24 @@ engine_state engine::tick(clock::time_point now, out_buffer& out) {
     }
   }
   if (cfg_.ping_interval.count() > 0) {
-    const auto dead = cfg_.ping_interval * cfg_.dead_after_intervals;
-    if (now - last_rx_ >= dead) {
+    // Dead only after silence and after pings we really sent went unanswered, the last for a whole
+    // interval: a stall of ours (a stopped process, a late timer, a busy worker) sent no pings, so it
+    // is never taken for the peer's silence. Once enough pings are out no more go; in closing none
+    // go out, and silence alone counts.
+    if (now >= dead_peer_due()) {
       time_out(nullptr, connection_lost,
-               "the peer was silent for " + ms(std::chrono::duration_cast<std::chrono::milliseconds>(dead)));
+               "the peer was silent for " + ms(std::chrono::duration_cast<std::chrono::milliseconds>(now - last_rx_)) +
+                   " and answered none of " + std::to_string(pings_unanswered_) + " pings");
       return state_;
     }
-    if (!we_closed_ && now >= next_ping_due()) {
+    if (const auto due = next_ping_due(); pinging() && now >= due) {
       frame_writer w(out, frame_header{agreed_.version, kind::ping, 0, 0, {}, next_ping_id_++, 0});
       if (w.finish()) ++counters_.frames_out;
       last_ping_ = now;
+      // The peer's time to answer runs from when the ping was due if it went out within the timer's
+      // tolerance (section 12), so a late timer moves no verdict; from when it went out after a stall.
+      last_ping_counted_ = now - due <= timer_tolerance ? due : now;
+      ++pings_unanswered_;
     }
   }
   return state_;
@@ -580,6 +589,13 @@ engine::clock::time_point engine::next_ping_due() const noexcept {
   if (last_ping_ < last_rx_) return last_rx_ + cfg_.ping_interval;
   const auto intervals_pinged = (last_ping_ - last_rx_) / cfg_.ping_interval;
   return last_rx_ + cfg_.ping_interval * (intervals_pinged + 1);
+}
+
+engine::clock::time_point engine::dead_peer_due() const noexcept {
+  const auto silence = last_rx_ + cfg_.ping_interval * cfg_.dead_after_intervals;
+  if (we_closed_) return silence;
+  if (pings_unanswered_ < pings_before_dead()) return clock::time_point::max();
+  return std::max(silence, last_ping_counted_ + cfg_.ping_interval);
 }
 
 engine::clock::time_point engine::next_deadline() const noexcept {
@@ -594,8 +610,8 @@ engine::clock::time_point engine::next_deadline() const noexcept {
     if (cfg_.close_timeout.count() > 0) d = std::min(d, close_sent_at_ + cfg_.close_timeout);
   }
   if (cfg_.ping_interval.count() > 0) {
-    d = std::min(d, last_rx_ + cfg_.ping_interval * cfg_.dead_after_intervals);
-    if (!we_closed_) d = std::min(d, next_ping_due());
+    d = std::min(d, dead_peer_due());
+    if (pinging()) d = std::min(d, next_ping_due());
   }
   return d;
 }

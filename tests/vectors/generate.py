@@ -482,11 +482,21 @@ TRANSCRIPTS = {
         ("!", "tick 9999"), ("!", "tick 10000"), ("<", ("ping", NULL, 1, 0, [])),
         ("!", "tick 20000"), ("<", ("ping", NULL, 2, 0, [])),
         ("!", "tick 30000"), ("=", "failed"), ("?", "failure", 272)]),
-    "keepalive_answered": ("a pong is traffic: the silence counts from the last byte received", "initiator",
-                           OPEN_INI + [
+    "keepalive_answered": ("a pong is traffic: the silence counts from the last byte received; the late tick at "
+                           "30 s sent one ping, so the peer is dead once a second unanswered ping has waited an "
+                           "interval", "initiator", OPEN_INI + [
         ("!", "tick 10000"), ("<", ("ping", NULL, 1, 0, [])), (">", ("pong", NULL, 1, 0, [])),
         ("!", "tick 19999"), ("!", "tick 30000"), ("<", ("ping", NULL, 2, 0, [])), ("=", "open"),
-        ("!", "tick 39999"), ("=", "open"), ("!", "tick 40000"), ("=", "failed"), ("?", "failure", 272)]),
+        ("!", "tick 39999"), ("=", "open"), ("!", "tick 40000"), ("<", ("ping", NULL, 3, 0, [])), ("=", "open"),
+        ("!", "tick 49999"), ("=", "open"), ("!", "tick 50000"), ("=", "failed"), ("?", "failure", 272)]),
+    "keepalive_stall": ("a stall of ours (stopped from 10 s to 50 s) is not the peer's silence: the late tick "
+                        "pings, the answer keeps the peer alive, and only pings really sent and unanswered make "
+                        "it dead", "initiator", OPEN_INI + [
+        ("!", "tick 10000"), ("<", ("ping", NULL, 1, 0, [])), (">", ("pong", NULL, 1, 0, [])),
+        ("!", "tick 50000"), ("<", ("ping", NULL, 2, 0, [])), ("=", "open"), (">", ("pong", NULL, 2, 0, [])),
+        ("!", "tick 59999"), ("=", "open"), ("!", "tick 60000"), ("<", ("ping", NULL, 3, 0, [])),
+        ("!", "tick 70000"), ("<", ("ping", NULL, 4, 0, [])), ("=", "open"),
+        ("!", "tick 79999"), ("=", "open"), ("!", "tick 80000"), ("=", "failed"), ("?", "failure", 272)]),
     "keepalive_late_timer": ("a timer that fires late does not move the later pings: they are due at whole "
                              "intervals of silence", "initiator", OPEN_INI + [
         ("!", "tick 10099"), ("<", ("ping", NULL, 1, 0, [])),

@@ -243,6 +243,8 @@ class Session:
         self.now = 0
         self.last_rx = 0
         self.last_ping = 0
+        self.last_ping_counted = 0
+        self.unanswered = 0  # keepalive pings sent since the last byte received
         self.next_ping_id = 1
         self.close_sent_at = None
         self.sent_close = False
@@ -364,17 +366,25 @@ class Session:
         if self.state in ("closed", "failed"):
             return
         if self.ping_interval:
-            if self.now - self.last_rx >= 3 * self.ping_interval:
+            # Section 12: dead after three intervals of silence once two pings really sent went
+            # unanswered, the last for a whole interval (from when it was due, if it went out within
+            # the 100 ms timer tolerance); in closing, silence alone.
+            silent = self.now - self.last_rx >= 3 * self.ping_interval
+            answered_for = self.now - self.last_ping_counted >= self.ping_interval
+            if silent and (self.state == "closing" or (self.unanswered >= 2 and answered_for)):
                 self._fail(CONNECTION_LOST, "peer dead: nothing received")
                 return
         if self.state == "closing":
             if self.now - self.close_sent_at >= self.close_timeout:
                 self._fail(CONNECTION_LOST, "close timed out")
             return
-        if self.ping_interval and self.now >= self._next_ping_due():
+        due = self._next_ping_due()
+        if self.ping_interval and self.unanswered < 2 and self.now >= due:
             self.written.append(frame(PING, txn=self.next_ping_id))
             self.next_ping_id += 1
             self.last_ping = self.now
+            self.last_ping_counted = due if self.now - due <= 100 else self.now
+            self.unanswered += 1
 
     def _next_ping_due(self):
         """Section 12: pings are due at whole intervals after the last byte received."""
@@ -389,6 +399,7 @@ class Session:
             return
         if data:
             self.last_rx = self.now
+            self.unanswered = 0
         self.buf += data
         while self.state not in ("closed", "failed"):
             b = self.buf
@@ -667,7 +678,7 @@ class Session:
         self.agreed_max_child_contexts = mchildren
         self.state = "open"
         self.last_rx = self.now
-        self.last_ping = self.now
+        self.last_ping = self.last_ping_counted = self.now
 
     # -- closing -----------------------------------------------------------------------------------
     def _send_close(self, reason=None):

@@ -422,13 +422,36 @@ TEST_CASE("engine: time-outs are reported as time-outs") {
     CHECK(r.read<std::uint32_t>().value() == 22);
     CHECK(r.read<std::string_view>().value() == "no handshake in time");
   }
-  SECTION("dead peer") {
+  SECTION("dead peer: after the pings of two intervals went unanswered, the third interval ends it") {
     w::engine s(w::role::acceptor);
     open_at(s, out, t0);
+    s.tick(t0 + 10s, out);
+    s.tick(t0 + 20s, out);
+    REQUIRE(s.state() == w::engine_state::open);
     s.tick(t0 + 30s, out);
     REQUIRE(s.state() == w::engine_state::failed);
     CHECK(s.failure().code == 272);
     CHECK(s.failure().timed_out);
+    CHECK(s.failure().text == "the peer was silent for 30000 ms and answered none of 2 pings");
+  }
+  SECTION("a stall of ours is not the peer's silence: a first tick long after the last byte pings, and does not end it") {
+    w::engine s(w::role::acceptor);
+    open_at(s, out, t0);
+    out.clear();
+    s.tick(t0 + 300s, out);  // this process was stopped, or its timer thread starved, for 5 minutes
+    REQUIRE(s.state() == w::engine_state::open);
+    auto ping = w::decode_frame(out.view());
+    REQUIRE(ping);
+    CHECK(ping->header().kind == w::kind::ping);
+    CHECK(s.next_deadline() == t0 + 310s);  // the next ping, an interval later; not a verdict
+    s.tick(t0 + 310s, out);
+    REQUIRE(s.state() == w::engine_state::open);
+    // A peer that answers neither is dead a whole interval after the second ping, not at once.
+    CHECK(s.next_deadline() == t0 + 320s);
+    s.tick(t0 + 320s - 1ms, out);
+    REQUIRE(s.state() == w::engine_state::open);
+    s.tick(t0 + 320s, out);
+    CHECK(s.state() == w::engine_state::failed);
   }
   SECTION("close") {
     w::engine_config cfg;

@@ -90,7 +90,8 @@ struct engine_config {
   std::chrono::milliseconds handshake_timeout{10000};
   /// We ping after this much silence from the peer (0: never ping, never declare the peer dead).
   std::chrono::milliseconds ping_interval{10000};
-  /// The peer is dead after this many ping intervals without a byte from it.
+  /// The peer is dead after this many ping intervals without a byte from it, provided that the pings
+  /// of all but the last interval were really sent (so a stall of ours is never counted against it).
   std::uint32_t dead_after_intervals = 3;
   /// After we sent close, the peer's close (or end of stream) must come within this time.
   std::chrono::milliseconds close_timeout{10000};
@@ -190,13 +191,17 @@ class engine {
   template <class Handler>
   engine_state feed(std::span<const std::byte> bytes, out_buffer& out, Handler&& handler, clock::time_point now) {
     last_rx_ = now;
+    pings_unanswered_ = 0;
     return feed_at(bytes, out, handler);
   }
 
   /// Bytes arrived at `now` that are not yet a whole frame (the owner holds them until the frame is
   /// complete and feeds it then): they count as liveness exactly like feed(..., now), so a peer that is
   /// sending a large frame slowly is neither pinged nor declared dead meanwhile.
-  void note_received(clock::time_point now) noexcept { last_rx_ = std::max(last_rx_, now); }
+  void note_received(clock::time_point now) noexcept {
+    last_rx_ = std::max(last_rx_, now);
+    pings_unanswered_ = 0;
+  }
 
   /// The time has come (call it at next_deadline(), up to 100 ms late; any time earlier is harmless):
   /// sends a ping at each whole ping_interval of silence, fails the engine on a handshake, dead-peer
@@ -360,6 +365,10 @@ class engine {
   void on_peer_close(out_buffer& out);
   void maybe_finish_close() noexcept;
   [[nodiscard]] clock::time_point next_ping_due() const noexcept;
+  // Whether a keepalive ping may go out: not in closing, and not once enough are unanswered.
+  [[nodiscard]] bool pinging() const noexcept { return !we_closed_ && pings_unanswered_ < pings_before_dead(); }
+  // When a silent peer is dead: max() until enough pings went unanswered.
+  [[nodiscard]] clock::time_point dead_peer_due() const noexcept;
   void answer_received() noexcept;
   /// One answer the owner or the engine owed the peer went out.
   void owed_answer_sent(out_buffer& out);
@@ -387,6 +396,7 @@ class engine {
   bool we_closed_ = false;        // we sent close
   bool received_ = false;         // bytes arrived since the last tick
   std::uint64_t next_ping_id_ = 1;
+  std::uint32_t pings_unanswered_ = 0;  // keepalive pings sent since the last byte received
   std::unordered_map<std::uint64_t, child_context> children_;
   std::size_t children_by_peer_ = 0;  // open children the peer opened (its limit: cfg_.max_child_contexts)
   std::size_t children_by_us_ = 0;    // open children we opened (our limit: agreed_.max_child_contexts)
@@ -394,7 +404,15 @@ class engine {
   clock::time_point started_at_{};
   clock::time_point last_rx_{};
   clock::time_point last_ping_{};
+  clock::time_point last_ping_counted_{};  // when the peer's time to answer the last ping began
   clock::time_point close_sent_at_{};
+  // How late a timer may fire and still be on time (docs/protocol.md section 12).
+  static constexpr std::chrono::milliseconds timer_tolerance{100};
+
+  // How many unanswered pings make a silent peer dead: those of every interval but the last.
+  [[nodiscard]] std::uint32_t pings_before_dead() const noexcept {
+    return cfg_.dead_after_intervals > 1 ? cfg_.dead_after_intervals - 1 : 0;
+  }
 };
 
 }  // namespace courier::wire
