@@ -39,12 +39,8 @@ using namespace courier_test::peers;
 namespace {
 
 // How late a timer may fire here: the protocol's tolerance (100 ms), with room for a loaded
-// machine, and more under the sanitizers, which slow every thread.
-#if defined(COURIER_TEST_TSAN) || defined(__SANITIZE_ADDRESS__)
-constexpr auto timer_slack = std::chrono::milliseconds(500);
-#else
-constexpr auto timer_slack = std::chrono::milliseconds(250);
-#endif
+// machine, stretched with the build (the sanitizers slow every thread).
+const auto timer_slack = courier_test::scaled(std::chrono::milliseconds(250));
 
 }  // namespace
 

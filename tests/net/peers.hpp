@@ -19,6 +19,7 @@
 #include "courier/wire/handshake.hpp"
 #include "courier/wire/message.hpp"
 #include "net_test_util.hpp"
+#include "watchdog.hpp"
 
 namespace courier_test::peers {
 
@@ -83,7 +84,7 @@ struct server {
 
   // Waits until the node has `n` connections (a dead client's connection is gone).
   bool connections_become(std::size_t n, std::chrono::milliseconds limit = 5s) {
-    const auto until = std::chrono::steady_clock::now() + limit;
+    const auto until = std::chrono::steady_clock::now() + courier_test::scaled(limit);
     while (net.connections() != n) {
       if (std::chrono::steady_clock::now() > until) return false;
       std::this_thread::sleep_for(5ms);
@@ -104,7 +105,7 @@ struct good_client {
     ref = *r;
   }
   bool works(std::int32_t a = 20, std::int32_t b = 22) {
-    auto r = ref.ask(add{a, b}, 5s);
+    auto r = ref.ask(add{a, b}, courier_test::scaled(5s));
     return r && *r == a + b;
   }
 };
@@ -198,7 +199,7 @@ class raw_peer {
 
   // The next frame from the server, or nothing at end of stream or after `limit`.
   std::optional<frame> next(std::chrono::milliseconds limit = 5s) {
-    const auto until = std::chrono::steady_clock::now() + limit;
+    const auto until = std::chrono::steady_clock::now() + courier_test::scaled(limit);
     for (;;) {
       if (auto f = pop()) return f;
       if (eof_) return std::nullopt;
@@ -210,7 +211,7 @@ class raw_peer {
 
   // Reads until end of stream (frames received on the way are kept in `seen`); false on time-out.
   bool wait_eof(std::chrono::milliseconds limit = 5s, std::vector<frame>* seen = nullptr) {
-    const auto until = std::chrono::steady_clock::now() + limit;
+    const auto until = std::chrono::steady_clock::now() + courier_test::scaled(limit);
     while (!eof_) {
       if (auto f = pop()) {
         if (seen) seen->push_back(*f);
@@ -284,7 +285,7 @@ class raw_peer {
 
 // Waits until `done` holds; false after `limit`.
 inline bool settles(const std::function<bool()>& done, std::chrono::milliseconds limit = 10s) {
-  const auto until = std::chrono::steady_clock::now() + limit;
+  const auto until = std::chrono::steady_clock::now() + courier_test::scaled(limit);
   while (!done()) {
     if (std::chrono::steady_clock::now() > until) return false;
     std::this_thread::sleep_for(10ms);
@@ -294,7 +295,7 @@ inline bool settles(const std::function<bool()>& done, std::chrono::milliseconds
 
 inline courier::net::connection_config short_config() {
   courier::net::connection_config cfg;
-  cfg.handshake_timeout = 500ms;
+  cfg.handshake_timeout = courier_test::scaled(500ms);
   return cfg;
 }
 
