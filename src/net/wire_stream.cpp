@@ -71,6 +71,9 @@ void wire_stream::close(std::string_view reason) {
 void wire_stream::tick(bool reading) {
   if (finished_) return;
   const auto now = std::chrono::steady_clock::now();
+  // Before the peer is judged, what was due from us is done: output the peer may have made room for
+  // while we were not running is written (a stall of ours is not the peer's failure to read).
+  if (now >= output_deadline()) flush();
   if (now >= output_deadline()) {
     finish(courier::error(errc::connection_lost, "the peer read nothing for " + std::to_string(dead_after().count()) +
                                                      " ms while " + std::to_string(unwritten()) + " bytes waited for it"));

@@ -859,6 +859,53 @@ TEST_CASE("SIGTERM with slow calls in flight: the calc server answers them befor
   CHECK(wait_exit(pid, 5s) == 0);
   CHECK(::access(file.c_str(), F_OK) != 0);  // the socket file is gone
 }
+
+// A stall of the server's own (here SIGSTOP; a loaded host or a long handler on its only worker
+// alike) is not the peers' fault: bytes that arrived in time are read before any time-out is
+// judged, and a live peer is declared dead only after pings that were really sent went unanswered.
+TEST_CASE("a server that stalls does not charge its stall to its peers: a handshake in time, live idle clients",
+          "[net][hardening][keepalive][signals]") {
+  courier_test::watchdog wd("stalled server", 60s);
+  const std::string file = courier_test::temp_socket_path("stall");
+  const pid_t pid = start_calc_server({"--uds", "--file", file, "--timeout", "0.5", "--keepalive", "300", "--silent"});
+  REQUIRE(file_appears(file));
+  endpoint where;
+  where.kind = endpoint::kind_t::uds;
+  where.file = file;
+  courier::system sys;
+  courier::net::node net{sys};
+  auto idle_a = net.connect<calc::api>(where);
+  auto idle_b = net.connect<calc::api>(where);
+  REQUIRE(idle_a);
+  REQUIRE(idle_b);
+  REQUIRE(idle_a->ask(calc::add{1, 2}, 5s));
+  REQUIRE(idle_b->ask(calc::add{1, 2}, 5s));
+  std::this_thread::sleep_for(400ms);  // idle long enough that the server has pinged them
+  raw_peer raw(where);
+  auto hello = raw.next(5s);  // the server's handshake: it has accepted, its handshake timer runs
+  REQUIRE(hello);
+  REQUIRE(hello->kind == wire::kind::handshake);
+  REQUIRE(::kill(pid, SIGSTOP) == 0);
+  REQUIRE(raw.write(raw_peer::handshake_bytes() + raw_peer::call_bytes(calc::add{2, 3}, 7)));
+  // Three handshake time-outs and five keepalive intervals, all of them the server's own stall.
+  std::this_thread::sleep_for(1500ms);
+  REQUIRE(::kill(pid, SIGCONT) == 0);
+  std::optional<frame> answer;
+  do {
+    answer = raw.next(5s);
+  } while (answer && answer->kind == wire::kind::ping);
+  REQUIRE(answer);
+  INFO("code " << answer->code << ": " << answer->text);
+  CHECK(answer->kind == wire::kind::reply);
+  CHECK(answer->tid == 7);
+  for (auto* idle : {&*idle_a, &*idle_b}) {
+    auto r = idle->ask(calc::add{2, 2}, 5s);
+    INFO((r ? std::string("answered") : r.err().describe()));
+    CHECK(r);
+  }
+  REQUIRE(::kill(pid, SIGTERM) == 0);
+  CHECK(wait_exit(pid, 10s) == 0);
+}
 #endif
 
 TEST_CASE("adopt without waiting for the handshake returns at once; the first call reports the outcome",

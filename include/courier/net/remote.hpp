@@ -266,6 +266,10 @@ class connection
 
   void on(const detail::engine_tick&) {
     clock_fired();
+    // Bytes that wait in the socket arrived before this turn: they are read before any time-out is
+    // judged, so a connection slow to get to its input (a busy worker, a stopped process) does not
+    // charge its own delay to the peer (a handshake that came in time, a pong to our ping).
+    if (reading() && !stream_.finished()) drain();
     if (idle_due() <= std::chrono::steady_clock::now()) {
       idle_ended_ = true;
       stream_.close("idle for " + std::to_string(stream_.config().idle_timeout.count()) + " ms");
