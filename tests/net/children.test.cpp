@@ -150,6 +150,33 @@ TEST_CASE("children on one connection have services of their own; closing one le
   });
 }
 
+TEST_CASE("reflection in a child is an answered call: the child's close completes after it", "[net][children]") {
+  courier_test::watchdog wd("children reflection", 60s);
+  each_transport("childsvc", [](const endpoint& at) {
+    served_children srv(at, 8);
+    raw_peer raw(srv.where);
+    REQUIRE(raw.handshake());
+    const courier::token none{};
+    REQUIRE(raw.write(frame_bytes(wire::kind::context_open, none, 1, 1, "probe")));
+    auto opened = raw.next();
+    REQUIRE(opened);
+    REQUIRE(opened->kind == wire::kind::reply);
+    REQUIRE(raw.write(frame_bytes(wire::kind::call, courier::token("$SVC"), 2, 1)));
+    auto listed = raw.next();
+    REQUIRE(listed);
+    CHECK(listed->kind == wire::kind::reply);
+    CHECK(listed->tid == 2);
+    CHECK(listed->body.find("CNT_") != std::string::npos);
+    // Every call in the child was answered, so our close of it completes at once.
+    REQUIRE(raw.write(frame_bytes(wire::kind::context_close, none, 3, 1)));
+    auto closed = raw.next(2s);
+    REQUIRE(closed);
+    CHECK(closed->kind == wire::kind::reply);
+    CHECK(closed->tid == 3);
+    CHECK(courier_test::eventually([&] { return srv.maker.alive() == 0; }));
+  });
+}
+
 TEST_CASE("10,000 children opened and closed in turn on one connection leave nothing behind", "[net][children]") {
   courier_test::watchdog wd("many children", 120s);
   served_children srv(uds_at("many-children"), 2);

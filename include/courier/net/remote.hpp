@@ -668,7 +668,7 @@ class connection
     if (!w.finish())
       detail::write_error_frame(stream_, f.transaction_id(), f.context_id(), f.token(),
                                 courier::error(errc::handler_failed, "the service list does not fit in a frame"));
-    stream_.reply_sent();
+    answered(f.context_id());
   }
 
   // A dynamic service runs here, in this turn: its reply is written straight into the output
