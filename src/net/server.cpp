@@ -373,6 +373,10 @@ class thread_runner final : public session_runner {
       std::unique_lock lock(handover_);
       if (waiting_ >= kept_threads_) return;
       ++waiting_;
+      // Said once the acceptor counts this thread as waiting: the next connection is then its.
+      if (logs(log_, log_level::debug))
+        log_->write(log_level::debug, "session thread " + std::to_string(::gettid()) + " waits for the next connection (" +
+                                          std::to_string(waiting_) + " of " + std::to_string(kept_threads_) + " kept)");
       next_.wait(lock, [&] { return !handed_.empty() || stopping_.load(std::memory_order_relaxed); });
       --waiting_;
       if (handed_.empty()) return;  // stopping, with nothing handed over

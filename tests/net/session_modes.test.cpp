@@ -280,13 +280,41 @@ bool thread_gone(pid_t pid, std::int64_t tid) {
   return ::stat(("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid)).c_str(), &st) != 0;
 }
 
-bool in_futex_wait(pid_t pid, std::int64_t tid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/syscall");
-  long number = -1;
-  if (in >> number) return number == SYS_futex;
-  if (thread_gone(pid, tid)) return false;
-  std::this_thread::sleep_for(500ms);
-  return !thread_gone(pid, tid);
+/// The test server, its stderr (the log) written to a file, started with `options`.
+started_server start_logged_server(const std::string& log_file, std::vector<std::string> options) {
+  net::endpoint where;
+  where.kind = net::endpoint::kind_t::uds;
+  where.file = courier_test::temp_socket_path("log");
+  std::string line = std::string("exec ") + COURIER_TEST_SESSION_MODES_SERVER + " --uds --file " + where.file;
+  for (const auto& o : options) line.append(" ").append(o);
+  line.append(" 2>").append(log_file);
+  return launch({"/bin/sh", "-c", line}, std::move(where));
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+/// How often `what` occurs in `text`.
+int count_of(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
+/// The thread id in the log's first "session thread N waits" line; 0 when there is none yet.
+std::int64_t first_waiting_thread(const std::string& log) {
+  const std::string mark = "session thread ";
+  for (auto at = log.find(mark); at != std::string::npos; at = log.find(mark, at + 1)) {
+    const auto rest = at + mark.size();
+    const auto space = log.find(' ', rest);
+    if (space == std::string::npos || log.compare(space, 7, " waits ") != 0) continue;
+    return std::stoll(log.substr(rest, space - rest));
+  }
+  return 0;
 }
 
 }  // namespace
@@ -298,25 +326,27 @@ TEST_CASE("--thread keeps --kept-threads threads whose session ended for the nex
   net::node node(sys);
   const auto session_tid = [&](const started_server& server) { return one_session(node, server, tid_of); };
   {
-    auto server = start_server("thread", net::endpoint::kind_t::uds, {"--kept-threads", "1"});
-    const pid_t pid = server.process.pid();
-    // The readiness probe's session may have kept its thread first, and a session's thread that
-    // finds the one place taken ends: take the first whose thread waits.
+    // The server says when a thread whose session ended waits (at --debug 2): from then on the next
+    // connection is that thread's. The test waits for what the server reports, never for a thread's
+    // state in the kernel, which a loaded machine makes a guess.
+    const std::string log_file = courier_test::temp_socket_path("kept") + ".txt";
+    auto server = start_logged_server(log_file, {"--thread", "--kept-threads", "1", "--debug", "2"});
+    const auto waits_of = [&](std::int64_t tid) {
+      return count_of(read_file(log_file), "session thread " + std::to_string(tid) + " waits for the next connection");
+    };
+    // The readiness probe's session may have kept its thread first: the first thread said to wait
+    // is the kept one.
     std::int64_t first = 0;
-    for (int tries = 0; first == 0 && tries < 10; ++tries) {
-      const auto tid = session_tid(server);
-      REQUIRE(courier_test::eventually([&] { return in_futex_wait(pid, tid) || thread_gone(pid, tid); }));
-      if (in_futex_wait(pid, tid)) first = tid;
-    }
-    REQUIRE(first != 0);
+    REQUIRE(courier_test::eventually([&] { return (first = first_waiting_thread(read_file(log_file))) != 0; },
+                                     20s));
     for (int i = 0; i < 3; ++i) {
       INFO("session " << i);
-      // Once the session's thread waits for the next connection, that connection is its.
-      REQUIRE(courier_test::eventually([&] { return in_futex_wait(pid, first); }));
+      REQUIRE(courier_test::eventually([&] { return waits_of(first) >= i + 1; }, 20s));
       CHECK(session_tid(server) == first);
     }
     server.process.kill(SIGTERM);
-    CHECK(server.process.wait(10s) == 0);
+    CHECK(server.process.wait(courier_test::scaled(10s)) == 0);
+    ::unlink(log_file.c_str());
   }
   {
     auto server = start_server("thread", net::endpoint::kind_t::uds, {"--kept-threads", "0"});
@@ -325,7 +355,7 @@ TEST_CASE("--thread keeps --kept-threads threads whose session ended for the nex
     CHECK(courier_test::eventually([&] { return thread_gone(pid, first); }));  // ended with its session
     CHECK(session_tid(server) != first);
     server.process.kill(SIGTERM);
-    CHECK(server.process.wait(10s) == 0);
+    CHECK(server.process.wait(courier_test::scaled(10s)) == 0);
   }
   node.stop();
 }
@@ -435,24 +465,6 @@ TEST_CASE("--fork keeps --kept-processes processes whose session ended for the n
 }
 
 namespace {
-
-/// The test server, its stderr (the log) written to a file, started with `options`.
-started_server start_logged_server(const std::string& log_file, std::vector<std::string> options) {
-  net::endpoint where;
-  where.kind = net::endpoint::kind_t::uds;
-  where.file = courier_test::temp_socket_path("log");
-  std::string line = std::string("exec ") + COURIER_TEST_SESSION_MODES_SERVER + " --uds --file " + where.file;
-  for (const auto& o : options) line.append(" ").append(o);
-  line.append(" 2>").append(log_file);
-  return launch({"/bin/sh", "-c", line}, std::move(where));
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 /// Serves one session (after the readiness probe's has ended), refuses a second connection, closes
 /// the first, stops the server with SIGTERM, and returns what it logged.
