@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <system_error>
 
 namespace courier::net::detail {
 
@@ -19,9 +21,10 @@ std::uint64_t pack(int fd, std::uint32_t generation) noexcept {
   return (std::uint64_t{generation} << 32) | static_cast<std::uint32_t>(fd);
 }
 
-[[noreturn]] void fail_to_start(const char* what) noexcept {
-  std::fprintf(stderr, "courier::net::detail::reactor: %s failed: %s\n", what, std::strerror(errno));
-  std::abort();
+// A reactor that cannot be made is a resource failure of whoever asked for it (a session out of
+// descriptors), never of the process: the caller decides what it costs.
+[[noreturn]] void fail_to_start(const char* what) {
+  throw std::system_error(errno, std::generic_category(), std::string("courier::net reactor: ") + what);
 }
 
 }  // namespace

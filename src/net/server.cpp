@@ -1,6 +1,7 @@
 #include "courier/net/server.hpp"
 
 #include <CLI/CLI.hpp>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -52,7 +53,9 @@ class session_runner {
   enum class started { yes, no, in_forked_child };
   virtual ~session_runner() = default;
   /// Runs a session on `connection` (the runner takes it over, or leaves the caller to close its copy).
+  /// On `no` the connection is untouched, and why_not() says why (the acceptor refuses it with that).
   virtual started start(socket& connection) = 0;
+  [[nodiscard]] const std::string& why_not() const noexcept { return why_not_; }
   /// The sessions still running, after reaping those that ended.
   virtual std::size_t running() = 0;
   /// Tells every session to stop and waits up to `grace` for them; false when some did not stop.
@@ -64,7 +67,33 @@ class session_runner {
     (void)first;
     (void)count;
   }
+
+ protected:
+  std::string why_not_;
 };
+
+/// A resource failure in words a client's log can act on: which resource ran out, then the call.
+std::string start_failure(const std::error_code& code, std::string_view what) {
+  std::string why;
+  if (code == std::errc::too_many_files_open || code == std::errc::too_many_files_open_in_system)
+    why = "out of file descriptors";
+  else if (code == std::errc::resource_unavailable_try_again)
+    why = "out of threads or processes";
+  else if (code == std::errc::not_enough_memory)
+    why = "out of memory";
+  else
+    return std::string(what);
+  return why.append(" (").append(what).append(")");
+}
+
+bool out_of_descriptors(const courier::error& e) noexcept {
+  return e.code == std::errc::too_many_files_open || e.code == std::errc::too_many_files_open_in_system;
+}
+
+ino_t inode_of(int fd) noexcept {
+  struct stat st {};
+  return ::fstat(fd, &st) == 0 ? st.st_ino : 0;
+}
 
 /// --fork and --spawn: a process per session. The forked child returns to run_server and serves
 /// its connection on stdin as a pipe server does; a spawned one is this program again, told so
@@ -127,15 +156,16 @@ class process_runner final : public session_runner {
       }
       if (control[1] >= 0) ::close(control[1]);
       if (pid < 0) {
+        const int failed = errno;
         if (control[0] >= 0) ::close(control[0]);
-        log_line(log_, log_level::error, std::string("fork: ") + std::strerror(errno));
+        why_not_ = start_failure(std::error_code(failed, std::generic_category()), std::string("fork: ") + std::strerror(failed));
         return started::no;
       }
       sessions_.push_back({child_process(pid), control[0], process_state::serving});
     } else {
       auto child = spawn_with_stdio(command_, connection.fd(), {std::string(session_on_stdin) + "=1"});
       if (!child) {
-        log_line(log_, log_level::error, child.err().describe());
+        why_not_ = start_failure(child.err().code, child.err().describe());
         return started::no;
       }
       sessions_.push_back({std::move(*child), -1, process_state::serving});
@@ -240,7 +270,7 @@ struct session_setup {
 /// signalfd, or -1) turns readable; then the node stops within the grace. False when the serve
 /// callback failed (logged).
 bool serve_session_here(const session_setup& setup, const endpoint& where, const std::atomic<bool>* stop,
-                        int stop_signals) {
+                        int stop_signals, std::string& why_not) {
   courier::system sys(courier::config::embedded());
   node net(sys);
   connection_config base = setup.program.base;
@@ -250,7 +280,7 @@ bool serve_session_here(const session_setup& setup, const endpoint& where, const
   server_context context{sys, net, setup.opts, where, cfg, setup.mode};
   auto served = setup.serve(context);
   if (!served) {
-    log_line(cfg.log, log_level::error, "a session could not be served: " + served.err().describe());
+    why_not = served.err().describe();
     return false;
   }
   // The stop flag is looked at between turns, at least every 20 ms. Before it sleeps the thread
@@ -283,6 +313,38 @@ bool serve_session_here(const session_setup& setup, const endpoint& where, const
   return true;
 }
 
+/// Serves the session on `fd` (where names it) as serve_session_here does; a session that cannot
+/// start (out of descriptors, threads or memory, or a serve callback that failed) is refused on its
+/// connection with ERROR 260 and why, and logged: no failure of one session's start ends the process.
+bool serve_or_refuse(const session_setup& setup, int fd, const endpoint& where, const std::atomic<bool>* stop,
+                     int stop_signals) noexcept {
+  // The session's socket takes `fd` over once it is made, and closes it; a failure before that
+  // leaves it open. The inode tells which: once closed, the number may already name another
+  // thread's descriptor.
+  const ino_t ours = inode_of(fd);
+  std::string why;
+  try {
+    if (serve_session_here(setup, where, stop, stop_signals, why)) return true;
+  } catch (const std::system_error& e) {
+    why = start_failure(e.code(), e.what());
+  } catch (const std::bad_alloc&) {
+    why = "out of memory";
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  try {
+    why.insert(0, "the server could not start a session: ");
+    if (ours != 0 && inode_of(fd) == ours) {
+      socket unserved(fd);
+      detail::refuse(unserved, static_cast<std::uint32_t>(errc::system_shutdown), why, setup.log);
+    }
+    log_line(setup.log, log_level::error, why);
+  } catch (...) {
+    if (ours != 0 && inode_of(fd) == ours) ::close(fd);  // no memory even for the words: the close tells
+  }
+  return false;
+}
+
 /// --thread: a thread per session, driving a system of its own (embedded: no workers) with the
 /// session's actors and its one connection, so a handler that blocks stalls only its session.
 /// A thread whose session ended waits for the next connection (at most `kept_threads` of them
@@ -301,29 +363,37 @@ class thread_runner final : public session_runner {
   }
 
   started start(socket& connection) override {
-    const int fd = connection.release();
     serving_.fetch_add(1, std::memory_order_relaxed);
     {
       std::lock_guard lock(handover_);
       if (waiting_ > handed_.size()) {
-        handed_.push_back(fd);
+        handed_.push_back(connection.release());
         next_.notify_one();
         return started::yes;
       }
     }
-    auto& s = threads_.emplace_back();
+    const int fd = connection.fd();
     try {
-      s.thread = std::thread([this, &s, fd] {
-        serve_sessions(fd);
-        s.done.store(true, std::memory_order_release);
-      });
-    } catch (const std::system_error& e) {  // no thread to be had (EAGAIN): the connection is closed
-      threads_.pop_back();
+      auto& s = threads_.emplace_back();
+      try {
+        s.thread = std::thread([this, &s, fd] {
+          serve_sessions(fd);
+          s.done.store(true, std::memory_order_release);
+        });
+      } catch (...) {
+        threads_.pop_back();
+        throw;
+      }
+    } catch (const std::system_error& e) {  // no thread to be had (EAGAIN): the acceptor refuses it
       serving_.fetch_sub(1, std::memory_order_relaxed);
-      ::close(fd);
-      log_line(log_, log_level::error, std::string("a session thread could not start: ") + e.what());
+      why_not_ = start_failure(e.code(), std::string("a session thread: ") + e.what());
+      return started::no;
+    } catch (const std::bad_alloc&) {
+      serving_.fetch_sub(1, std::memory_order_relaxed);
+      why_not_ = "out of memory (a session thread)";
       return started::no;
     }
+    (void)connection.release();  // the thread's now
     return started::yes;
   }
 
@@ -386,25 +456,10 @@ class thread_runner final : public session_runner {
   }
 
   void run_session(int fd) noexcept {
-    // The session's socket takes `fd` over once it is made, and closes it; a serve callback that
-    // fails (or memory that runs out) before that leaves it open. The inode tells which: once
-    // closed, the number may already name another thread's descriptor.
-    const ino_t ours = inode_of(fd);
-    bool served = false;
-    try {
-      endpoint where;
-      where.descriptor = fd;
-      const session_setup setup{program_, opts_, serve_, log_, session_mode::thread};
-      served = serve_session_here(setup, where, &stopping_, -1);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "%s: a session thread failed: %s\n", program_.name.c_str(), e.what());
-    }
-    if (!served && ours != 0 && inode_of(fd) == ours) ::close(fd);  // unserved: closed
-  }
-
-  static ino_t inode_of(int fd) noexcept {
-    struct stat st {};
-    return ::fstat(fd, &st) == 0 ? st.st_ino : 0;
+    endpoint where;
+    where.descriptor = fd;
+    const session_setup setup{program_, opts_, serve_, log_, session_mode::thread};
+    (void)serve_or_refuse(setup, fd, where, &stopping_, -1);
   }
 
   const server_program& program_;
@@ -471,6 +526,7 @@ std::optional<int> accept_sessions(int argc, const char* const* argv, const serv
     std::fprintf(stderr, "%s: serving on %s (a %s per session)\n", name, listening->describe().c_str(),
                  mode == session_mode::thread ? "thread" : "process");
 
+  int spare = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // given up to refuse while out of descriptors
   std::vector<pollfd> watch;
   for (bool stopping = false; !stopping;) {
     watch.assign({{listening->fd(), POLLIN, 0}, {signals, POLLIN, 0}});
@@ -486,6 +542,16 @@ std::optional<int> accept_sessions(int argc, const char* const* argv, const serv
     if (stopping) break;
     for (;;) {
       auto accepted = listening->accept();
+      if (!accepted && out_of_descriptors(accepted.err()) && spare >= 0) {
+        // The spare descriptor makes room to accept the oldest waiting connection and tell it why,
+        // instead of leaving it unanswered in the backlog (and this loop polling it readable).
+        ::close(std::exchange(spare, -1));
+        if (auto refused = listening->accept())
+          detail::refuse(*refused, static_cast<std::uint32_t>(errc::system_shutdown),
+                         "the server could not start a session: out of file descriptors", log);
+        spare = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+        continue;
+      }
       if (!accepted) break;  // none waiting (or a failure of this one connection: the next poll goes on)
       if (opts.max_connections != 0 && runner->running() >= opts.max_connections) {
         detail::refuse(*accepted, static_cast<std::uint32_t>(errc::system_shutdown),
@@ -493,16 +559,27 @@ std::optional<int> accept_sessions(int argc, const char* const* argv, const serv
                        log);
         continue;
       }
-      if (runner->start(*accepted) == session_runner::started::in_forked_child) {
+      const auto started = runner->start(*accepted);
+      if (started == session_runner::started::in_forked_child) {
+        if (spare >= 0) ::close(spare);
         session_control = processes->child_control();
         return std::nullopt;
+      }
+      if (started == session_runner::started::no) {
+        log_line(log, log_level::error, "a session could not start: " + runner->why_not());
+        detail::refuse(*accepted, static_cast<std::uint32_t>(errc::system_shutdown),
+                       "the server could not start a session: " + runner->why_not(), log);
       }
     }
     runner->running();  // reap what ended (SIGCHLD, or a thread's session)
   }
-  // Stop: no new sessions, the socket file gone, every session told and given the grace.
+  // Stop: no new sessions, the socket file gone, every session told and given the grace. The
+  // connections still in the backlog are told why first (section 11), not left to a bare close.
+  for (auto waiting = listening->accept(); waiting; waiting = listening->accept())
+    detail::refuse(*waiting, static_cast<std::uint32_t>(errc::system_shutdown), "the server is shutting down", log);
   listening->close();
   ::close(signals);
+  if (spare >= 0) ::close(spare);
   if (!runner->stop(program.grace)) {
     log_line(log, log_level::error, "some sessions did not stop within the grace; they were abandoned");
     if (mode == session_mode::thread) {
@@ -599,7 +676,7 @@ int run_server(int argc, const char* const* argv, const server_program& program,
     sigaddset(&stop_signals, SIGTERM);
     const int stop_fd = ::signalfd(-1, &stop_signals, SFD_CLOEXEC | SFD_NONBLOCK);
     const session_setup setup{program, *opts, serve, session_log ? session_log : log_for(*opts, program.name), mode};
-    bool served = serve_session_here(setup, endpoint{}, nullptr, stop_fd);
+    bool served = serve_or_refuse(setup, 0, endpoint{}, nullptr, stop_fd);
     // A forked process asks for the next session once its own ended; the acceptor hands it a
     // connection, or closes the socket when enough processes wait already.
     while (served && session_control >= 0) {
@@ -616,7 +693,7 @@ int run_server(int argc, const char* const* argv, const server_program& program,
       const bool moved = ::dup2(next, 0) == 0;
       ::close(next);
       if (!moved) break;
-      served = serve_session_here(setup, endpoint{}, nullptr, stop_fd);
+      served = serve_or_refuse(setup, 0, endpoint{}, nullptr, stop_fd);
     }
     if (stop_fd >= 0) ::close(stop_fd);
     if (forked) {

@@ -25,6 +25,7 @@
 #include "courier/net/server.hpp"
 #include "courier/system.hpp"
 #include "net_test_util.hpp"
+#include "peers.hpp"
 #include "watchdog.hpp"
 
 using namespace std::chrono_literals;
@@ -193,6 +194,135 @@ TEST_CASE("--max-connections counts the session threads or processes: one more i
     server.process.kill(SIGTERM);
     CHECK(server.process.wait(10s) == 0);
     node.stop();
+  }
+}
+
+namespace {
+
+/// What the first frame of each of `count` connections that send nothing was: the server's
+/// handshake (served), ERROR 260 whose text names `reason` (refused), or nothing (a bare close, or
+/// another answer: what a server must never give a connection it cannot serve).
+struct first_frames {
+  int served = 0, refused = 0, other = 0;
+  std::string texts;
+};
+
+first_frames open_silent(const net::endpoint& where, int count,
+                         std::vector<std::unique_ptr<courier_test::peers::raw_peer>>& peers, std::string_view reason) {
+  first_frames seen;
+  for (int i = 0; i < count; ++i) peers.push_back(std::make_unique<courier_test::peers::raw_peer>(where));
+  for (auto& p : peers) {
+    auto f = p->next(10s);
+    if (f && f->kind == courier::wire::kind::handshake) {
+      ++seen.served;
+    } else if (f && f->kind == courier::wire::kind::error && f->code == 260 &&
+               f->text.find(reason) != std::string::npos) {
+      ++seen.refused;
+      seen.texts = f->text;
+    } else {
+      ++seen.other;
+      if (f) seen.texts = f->text;
+    }
+  }
+  return seen;
+}
+
+/// The test server in `mode` over uds, started by /bin/sh after `prefix` (a ulimit) through
+/// `wrapper` (a command that runs it with another limit or as another user).
+started_server start_limited_server(const std::string& prefix, const std::string& wrapper, const std::string& mode,
+                                    std::vector<std::string> extra = {}) {
+  net::endpoint where;
+  where.kind = net::endpoint::kind_t::uds;
+  where.file = courier_test::temp_socket_path("limited");
+  std::string line = prefix + " exec " + wrapper + " " + COURIER_TEST_SESSION_MODES_SERVER + " --silent --" + mode +
+                     " --uds --file " + where.file;
+  for (const auto& o : extra) line.append(" ").append(o);
+  return launch({"/bin/sh", "-c", line}, std::move(where));
+}
+
+/// Once the connections that held the sessions are gone, the server serves again.
+void serves_again(const started_server& server) {
+  courier::system sys;
+  net::node node(sys);
+  const auto until = std::chrono::steady_clock::now() + courier_test::scaled(15s);
+  for (;;) {
+    auto c = node.connect(server.where);
+    if (c && c->call_wait(courier::token("PID_"), {}, 5s)) break;
+    REQUIRE(std::chrono::steady_clock::now() < until);
+    std::this_thread::sleep_for(20ms);
+  }
+  node.stop();
+}
+
+}  // namespace
+
+TEST_CASE("a session that cannot get its descriptors is refused with 260 and why; the server goes on", "[modes][limits]") {
+  courier_test::watchdog wd{"session modes: out of descriptors", 90s};
+  // Each --thread session makes a system and a node of its own (a wake-up descriptor, an epoll and
+  // its eventfd): under 48 descriptors a few dozen silent connections run the process out.
+  started_server server = start_limited_server("ulimit -n 48;", "", "thread", {"--kept-threads", "0"});
+  {
+    std::vector<std::unique_ptr<courier_test::peers::raw_peer>> peers;
+    const first_frames seen = open_silent(server.where, 30, peers, "file descriptors");
+    INFO("served " << seen.served << ", refused " << seen.refused << ", other " << seen.other << ": " << seen.texts);
+    CHECK(seen.served >= 1);
+    CHECK(seen.refused >= 1);
+    CHECK(seen.other == 0);
+    REQUIRE_FALSE(server.process.try_wait());  // alive
+  }
+  serves_again(server);
+  server.process.kill(SIGTERM);
+  CHECK(server.process.wait(courier_test::scaled(10s)) == 0);
+}
+
+TEST_CASE("a session that cannot get a thread or a process is refused with 260 and why", "[modes][limits]") {
+  courier_test::watchdog wd{"session modes: out of processes", 120s};
+  // RLIMIT_NPROC binds only a user without CAP_SYS_RESOURCE: the server runs as nobody.
+  if (::geteuid() != 0) {
+    WARN("not root: the server cannot be started as another user, so its process limit is not tested");
+    return;
+  }
+  for (const std::string mode : {"thread", "fork", "spawn"}) {
+    INFO(mode);
+    started_server server = start_limited_server(
+        "", "prlimit --nproc=8:8 setpriv --reuid=nobody --regid=nogroup --clear-groups", mode,
+        mode == "thread" ? std::vector<std::string>{"--kept-threads", "0"}
+        : mode == "fork" ? std::vector<std::string>{"--kept-processes", "0"}
+                         : std::vector<std::string>{});
+    {
+      std::vector<std::unique_ptr<courier_test::peers::raw_peer>> peers;
+      const first_frames seen = open_silent(server.where, 20, peers, "out of threads or processes");
+      INFO("served " << seen.served << ", refused " << seen.refused << ", other " << seen.other << ": " << seen.texts);
+      CHECK(seen.served >= 1);
+      CHECK(seen.refused >= 1);
+      CHECK(seen.other == 0);
+      REQUIRE_FALSE(server.process.try_wait());
+    }
+    serves_again(server);
+    server.process.kill(SIGTERM);
+    CHECK(server.process.wait(courier_test::scaled(10s)) == 0);
+  }
+}
+
+TEST_CASE("connections waiting in the backlog when the acceptor stops are told it is shutting down", "[modes][signals]") {
+  courier_test::watchdog wd{"session modes: backlog at SIGTERM", 90s};
+  for (const std::string mode : {"thread", "fork", "spawn"}) {
+    INFO(mode);
+    auto server = start_server(mode, net::endpoint::kind_t::uds);
+    const pid_t pid = server.process.pid();
+    REQUIRE(::kill(pid, SIGSTOP) == 0);
+    std::vector<std::unique_ptr<courier_test::peers::raw_peer>> peers;
+    for (int i = 0; i < 10; ++i) peers.push_back(std::make_unique<courier_test::peers::raw_peer>(server.where));
+    REQUIRE(::kill(pid, SIGTERM) == 0);
+    REQUIRE(::kill(pid, SIGCONT) == 0);
+    int told = 0;
+    for (auto& p : peers) {
+      auto f = p->next(10s);
+      if (f && f->kind == courier::wire::kind::error && f->code == 260 && f->text.find("shutting down") != std::string::npos)
+        ++told;
+    }
+    CHECK(told == 10);
+    CHECK(server.process.wait(courier_test::scaled(10s)) == 0);
   }
 }
 

@@ -52,8 +52,8 @@ struct io_handler {
 
 class reactor {
  public:
-  /// Creates the epoll instance and its wake-up eventfd; aborts with a message if the kernel refuses
-  /// (out of descriptors at start-up is not a state a program can serve in).
+  /// Creates the epoll instance and its wake-up eventfd; throws std::system_error if the kernel
+  /// refuses (out of descriptors): a session that cannot get one is refused, the process goes on.
   reactor();
   reactor(const reactor&) = delete;
   reactor& operator=(const reactor&) = delete;
