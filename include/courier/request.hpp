@@ -170,6 +170,12 @@ auto actor_ref<T>::ask(M&& msg, timespan timeout) const {
   if (ptr_ == nullptr) return outcome(failure_tag, error(errc::empty_reference, "ask through an empty actor_ref"));
   if (detail::current_actor != nullptr || detail::on_worker_thread())
     return outcome(failure_tag, error(errc::would_deadlock, "ask() blocks; use request(...).then(...) from actors and workers"));
+  // One deadline for the whole ask, from its start: the part driven here and the part waited out
+  // below share it (a wait that began afresh after the driving ended would double the time-out).
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = timeout >= std::chrono::steady_clock::time_point::max() - start
+                            ? std::chrono::steady_clock::time_point::max()
+                            : start + timeout;  // saturates: courier::infinite waits without limit
   auto* p = pool::make<detail::ask_pending<reply>>();
   p->core = ptr_->core();
   struct releaser {
@@ -183,10 +189,11 @@ auto actor_ref<T>::ask(M&& msg, timespan timeout) const {
   const detail::push_result r = ptr_->try_enqueue_for_wait(slot);
   if (r == detail::push_result::woke_reader) {
     if (ptr_->drivable() && detail::may_run_here(p->core)) {
-      const std::int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch()).count();
-      const std::int64_t deadline = timeout.count() >= INT64_MAX - now ? INT64_MAX : now + std::max<std::int64_t>(timeout.count(), 0);
-      detail::drive_while_waiting(ptr_, p->ready, deadline);
+      const std::int64_t driven_until =
+          deadline == std::chrono::steady_clock::time_point::max()
+              ? INT64_MAX
+              : std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count();
+      detail::drive_while_waiting(ptr_, p->ready, driven_until);
     } else {
       detail::schedule(ptr_);
     }
@@ -215,10 +222,6 @@ auto actor_ref<T>::ask(M&& msg, timespan timeout) const {
     if (p->value) return outcome(std::in_place, std::move(*p->value));
     return outcome(failure_tag, p->err);
   }
-  const auto start = std::chrono::steady_clock::now();
-  const auto deadline = timeout >= std::chrono::steady_clock::time_point::max() - start
-                            ? std::chrono::steady_clock::time_point::max()
-                            : start + timeout;  // saturates: courier::infinite waits without limit
   const bool manual = detail::is_manual(p->core);
   while (!p->is_ready()) {
     auto now = std::chrono::steady_clock::now();

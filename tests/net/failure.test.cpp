@@ -436,6 +436,47 @@ TEST_CASE("a server that sends garbage: the client's call fails with protocol_er
   });
 }
 
+TEST_CASE("a blocking call to a server that never answers it returns at its deadline, not twice it",
+          "[net][failure][timeout]") {
+  courier_test::watchdog wd("blocking call deadline", 60s);
+  for (const bool wrong_ids : {false, true}) {
+    INFO((wrong_ids ? "the server answers with wrong transaction ids" : "the server answers nothing"));
+    endpoint at;
+    at.kind = endpoint::kind_t::uds;
+    at.file = courier_test::temp_socket_path("deadline");
+    const std::string hello = raw_peer::handshake_bytes();
+    raw_server peer(at, [&hello, wrong_ids](courier::net::socket& s) {
+      courier_test::write_all(s, hello);
+      for (;;) {  // the client's handshake, then every call read, none answered (or under another id)
+        const std::string header = courier_test::read_exactly(s, wire::header_size, 20s);
+        if (header.size() != wire::header_size) return;
+        std::uint32_t body_length = 0;
+        std::uint64_t tid = 0;
+        std::memcpy(&body_length, header.data() + 8, 4);
+        std::memcpy(&tid, header.data() + 16, 8);
+        courier_test::read_exactly(s, body_length, 5s);
+        if (wrong_ids && header[6] == static_cast<char>(wire::kind::call))
+          courier_test::write_all(s, raw_peer::control_bytes(wire::kind::reply, tid + 1000));
+      }
+    });
+    courier::system sys;
+    courier::net::node net{sys};
+    auto ref = net.connect<api>(peer.where);
+    REQUIRE(ref);
+    for (int i = 0; i < 3; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      auto r = ref->ask(add{1, 2}, 1s);
+      const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+      INFO("call " << i << " took " << took.count() << " ms");
+      REQUIRE_FALSE(r);
+      CHECK(r.err() == errc::request_timeout);
+      CHECK(took >= 1s);
+      CHECK(took < 1s + courier_test::scaled(400ms));  // the deadline, plus section 13's tolerance and room
+    }
+    net.stop();
+  }
+}
+
 TEST_CASE("a server that never reads: calls past the client's marks fail with mailbox_full, the rest with "
           "connection_lost when it goes; none waits forever", "[net][failure][backpressure]") {
   courier_test::watchdog wd("server never reads", 60s);
