@@ -495,11 +495,6 @@ std::optional<int> accept_sessions(int argc, const char* const* argv, const serv
                  "leave the child its workers' locks and reactor without the threads\n", name, alive);
     return 1;
   }
-  auto listening = listen(opts.where);
-  if (!listening) {
-    std::fprintf(stderr, "%s: %s\n", name, listening.err().describe().c_str());
-    return 1;
-  }
   sigset_t watched;
   sigemptyset(&watched);
   sigaddset(&watched, SIGINT);
@@ -509,6 +504,13 @@ std::optional<int> accept_sessions(int argc, const char* const* argv, const serv
   const int signals = ::signalfd(-1, &watched, SFD_CLOEXEC | SFD_NONBLOCK);
   if (signals < 0) {
     std::fprintf(stderr, "%s: signalfd: %s\n", name, std::strerror(errno));
+    return 1;
+  }
+  // Listening only once SIGTERM is this loop's to read: a client that reached the socket may take
+  // the server for ready, and a stop it asks for then must be an orderly one.
+  auto listening = listen(opts.where);
+  if (!listening) {
+    std::fprintf(stderr, "%s: %s\n", name, listening.err().describe().c_str());
     return 1;
   }
   std::unique_ptr<session_runner> runner;

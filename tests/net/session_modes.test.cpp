@@ -240,6 +240,15 @@ started_server start_limited_server(const std::string& prefix, const std::string
   return launch({"/bin/sh", "-c", line}, std::move(where));
 }
 
+/// The state letter of /proc/<pid>/stat: R running, S sleeping, T stopped, ...
+char process_state(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(in, line);
+  const auto paren = line.rfind(')');
+  return paren == std::string::npos || paren + 2 >= line.size() ? '?' : line[paren + 2];
+}
+
 /// Once the connections that held the sessions are gone, the server serves again.
 void serves_again(const started_server& server) {
   courier::system sys;
@@ -311,6 +320,8 @@ TEST_CASE("connections waiting in the backlog when the acceptor stops are told i
     auto server = start_server(mode, net::endpoint::kind_t::uds);
     const pid_t pid = server.process.pid();
     REQUIRE(::kill(pid, SIGSTOP) == 0);
+    // kill() returns before the acceptor has stopped: it must not accept these meanwhile.
+    REQUIRE(courier_test::eventually([&] { return process_state(pid) == 'T'; }));
     std::vector<std::unique_ptr<courier_test::peers::raw_peer>> peers;
     for (int i = 0; i < 10; ++i) peers.push_back(std::make_unique<courier_test::peers::raw_peer>(server.where));
     REQUIRE(::kill(pid, SIGTERM) == 0);
