@@ -240,15 +240,6 @@ started_server start_limited_server(const std::string& prefix, const std::string
   return launch({"/bin/sh", "-c", line}, std::move(where));
 }
 
-/// The state letter of /proc/<pid>/stat: R running, S sleeping, T stopped, ...
-char process_state(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  std::getline(in, line);
-  const auto paren = line.rfind(')');
-  return paren == std::string::npos || paren + 2 >= line.size() ? '?' : line[paren + 2];
-}
-
 /// Once the connections that held the sessions are gone, the server serves again.
 void serves_again(const started_server& server) {
   courier::system sys;
@@ -309,30 +300,6 @@ TEST_CASE("a session that cannot get a thread or a process is refused with 260 a
     }
     serves_again(server);
     server.process.kill(SIGTERM);
-    CHECK(server.process.wait(courier_test::scaled(10s)) == 0);
-  }
-}
-
-TEST_CASE("connections waiting in the backlog when the acceptor stops are told it is shutting down", "[modes][signals]") {
-  courier_test::watchdog wd{"session modes: backlog at SIGTERM", 90s};
-  for (const std::string mode : {"thread", "fork", "spawn"}) {
-    INFO(mode);
-    auto server = start_server(mode, net::endpoint::kind_t::uds);
-    const pid_t pid = server.process.pid();
-    REQUIRE(::kill(pid, SIGSTOP) == 0);
-    // kill() returns before the acceptor has stopped: it must not accept these meanwhile.
-    REQUIRE(courier_test::eventually([&] { return process_state(pid) == 'T'; }));
-    std::vector<std::unique_ptr<courier_test::peers::raw_peer>> peers;
-    for (int i = 0; i < 10; ++i) peers.push_back(std::make_unique<courier_test::peers::raw_peer>(server.where));
-    REQUIRE(::kill(pid, SIGTERM) == 0);
-    REQUIRE(::kill(pid, SIGCONT) == 0);
-    int told = 0;
-    for (auto& p : peers) {
-      auto f = p->next(10s);
-      if (f && f->kind == courier::wire::kind::error && f->code == 260 && f->text.find("shutting down") != std::string::npos)
-        ++told;
-    }
-    CHECK(told == 10);
     CHECK(server.process.wait(courier_test::scaled(10s)) == 0);
   }
 }
