@@ -385,6 +385,29 @@ TEST_CASE("a client's orderly close: its calls are answered, a call after its cl
   });
 }
 
+TEST_CASE("a close that completes on the answer path ends the transport at once, not at the close time-out",
+          "[net][failure][close]") {
+  courier_test::watchdog wd("close on the answer path", 60s);
+  each_transport("close-answer", [](const endpoint& at) {
+    auto cfg = short_config();
+    cfg.close_timeout = 30s;  // far beyond what the test waits: only a close held to it fails
+    server srv(at, cfg);
+    // The call and the close in one write (the answer goes out after the close arrived), and a
+    // call answered later (the answer completes the close on its own path).
+    for (const std::string& call : {raw_peer::call_bytes(add{1, 2}, 1), raw_peer::call_bytes(slow{200, 5}, 1)}) {
+      raw_peer raw(srv.where);
+      REQUIRE(raw.handshake());
+      REQUIRE(raw.write(call + raw_peer::control_bytes(wire::kind::close)));
+      std::vector<frame> seen;
+      REQUIRE(raw.wait_eof(5s, &seen));  // the server's end of stream follows its close
+      REQUIRE(seen.size() == 2);
+      CHECK(seen[0].kind == wire::kind::reply);
+      CHECK(seen[1].kind == wire::kind::close);
+    }
+    CHECK(srv.connections_become(0));
+  });
+}
+
 TEST_CASE("a client that goes silent after the handshake is pinged, then dropped as dead", "[net][failure][keepalive]") {
   courier_test::watchdog wd("dead client", 40s);
   each_transport("dead", [](const endpoint& at) {

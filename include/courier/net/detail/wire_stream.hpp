@@ -102,12 +102,19 @@ class wire_stream {
   /// Starts the orderly close (docs/protocol.md, "Orderly close").
   void close(std::string_view reason = {});
 
-  /// The owner appended the answer to a call it received (the engine completes a close after
-  /// the last one).
-  void reply_sent() { engine_.reply_sent(out_); }
+  /// The owner appended the answer to a call it received. The engine completes a close after
+  /// the last one, and the connection then ends now, not at its next time-out.
+  void reply_sent() {
+    engine_.reply_sent(out_);
+    after_engine_step();
+  }
   /// The same for a call received in child `context`; true when that answer completed the
   /// child's close (the child ended here).
-  bool reply_sent(std::uint64_t context) { return engine_.reply_sent(out_, context); }
+  bool reply_sent(std::uint64_t context) {
+    const bool child_ended = engine_.reply_sent(out_, context);
+    after_engine_step();
+    return child_ended;
+  }
 
   /// Runs the time-outs: the engine's (handshake, keepalive ping, dead peer, close) while
   /// `reading` (a connection that leaves the socket unread learns nothing from silence), and,
