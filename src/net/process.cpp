@@ -183,11 +183,11 @@ courier::result<child_process> spawn_with_stdio(const std::vector<std::string>& 
 
 namespace {
 
-/// One byte with room for one descriptor beside it, as send_descriptor and receive_descriptor
-/// pass them. Not copyable: the header points into the object.
+/// A tag with room for one descriptor beside it, as send_descriptor and receive_descriptor pass
+/// them. Not copyable: the header points into the object.
 struct descriptor_message {
-  char byte = 'd';
-  iovec data{&byte, 1};
+  std::uint64_t tag = 0;
+  iovec data{&tag, sizeof tag};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))]{};
   msghdr message{};
 
@@ -203,8 +203,9 @@ struct descriptor_message {
 
 }  // namespace
 
-bool send_descriptor(int over, int fd) noexcept {
+bool send_descriptor(int over, int fd, std::uint64_t tag) noexcept {
   descriptor_message m;
+  m.tag = tag;
   msghdr& message = m.message;
   cmsghdr* header = CMSG_FIRSTHDR(&message);
   header->cmsg_level = SOL_SOCKET;
@@ -214,10 +215,10 @@ bool send_descriptor(int over, int fd) noexcept {
   ssize_t sent;
   do sent = ::sendmsg(over, &message, MSG_NOSIGNAL);
   while (sent < 0 && errno == EINTR);
-  return sent == 1;
+  return sent == static_cast<ssize_t>(sizeof m.tag);
 }
 
-int receive_descriptor(int over) noexcept {
+int receive_descriptor(int over, std::uint64_t* tag) noexcept {
   descriptor_message m;
   msghdr& message = m.message;
   ssize_t got;
@@ -231,6 +232,11 @@ int receive_descriptor(int over) noexcept {
     if (header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_RIGHTS && header->cmsg_len == CMSG_LEN(sizeof(int))) {
       int fd = -1;
       std::memcpy(&fd, CMSG_DATA(header), sizeof fd);
+      if (got != static_cast<ssize_t>(sizeof m.tag)) {  // not what send_descriptor sends
+        ::close(fd);
+        break;
+      }
+      if (tag != nullptr) *tag = m.tag;
       return fd;
     }
   }

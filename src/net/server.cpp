@@ -23,6 +23,8 @@
 #include <optional>
 #include <system_error>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "courier/config.hpp"
@@ -35,8 +37,14 @@ namespace courier::net {
 
 namespace {
 
-/// Set in the environment of a process --spawn starts: serve the connection on stdin.
+/// Set in the environment of a process --spawn starts: serve the connection on stdin, as the
+/// session of the number it holds.
 constexpr const char* session_on_stdin = "COURIER_SESSION_ON_STDIN";
+
+/// What a kept --fork process says on its control socket: it took the connection handed to it
+/// (the acceptor lets go of its copy), or its session ended (it may wait for the next).
+constexpr char connection_taken = 't';
+constexpr char session_ended = 'e';
 
 using serve_callback = std::function<courier::result<serving>(server_context&)>;
 
@@ -52,9 +60,13 @@ class session_runner {
  public:
   enum class started { yes, no, in_forked_child };
   virtual ~session_runner() = default;
-  /// Runs a session on `connection` (the runner takes it over, or leaves the caller to close its copy).
-  /// On `no` the connection is untouched, and why_not() says why (the acceptor refuses it with that).
-  virtual started start(socket& connection) = 0;
+  /// Runs session `number` on `connection` (the runner takes it over, or leaves the caller to
+  /// close its copy). On `no` the connection is untouched, and why_not() says why (the acceptor
+  /// refuses it with that).
+  virtual started start(socket& connection, std::uint64_t number) = 0;
+  /// Connections handed to a session's process that ended before it took them: the acceptor
+  /// starts them again (taken once: the list is cleared).
+  virtual std::vector<std::pair<socket, std::uint64_t>> take_orphans() { return {}; }
   [[nodiscard]] const std::string& why_not() const noexcept { return why_not_; }
   /// The sessions still running, after reaping those that ended.
   virtual std::size_t running() = 0;
@@ -117,16 +129,22 @@ class process_runner final : public session_runner {
         kept_(mode == session_mode::fork ? kept_processes : 0) {}
 
   ~process_runner() override {
-    for (auto& s : sessions_) close_control(s);
+    for (auto& s : sessions_)
+      if (s.control >= 0) ::close(s.control);
   }
 
-  started start(socket& connection) override {
+  started start(socket& connection, std::uint64_t number) override {
     for (auto& s : sessions_) {
       if (s.state != process_state::waiting) continue;
-      if (send_descriptor(s.control, connection.fd())) {
+      if (send_descriptor(s.control, connection.fd(), number)) {
+        // Held until the process says it took it: a process that ends first (killed, or stopped
+        // while it waited) leaves the connection to be started again, not dropped unanswered.
         s.state = process_state::serving;
-        log_line(log_, log_level::debug, "session handed to process " + std::to_string(s.process.pid()));
-        return started::yes;  // the caller closes its copy
+        s.handed = std::move(connection);
+        s.handed_number = number;
+        log_line(log_, log_level::debug, "session " + std::to_string(number) + " handed to process " +
+                                             std::to_string(s.process.pid()));
+        return started::yes;
       }
       // It ended meanwhile (reaped on its SIGCHLD), or cannot take descriptors: it ends.
       close_control(s);
@@ -138,12 +156,15 @@ class process_runner final : public session_runner {
         log_line(log_, log_level::warning, std::string("socketpair: ") + std::strerror(errno) + "; the session's process ends with it");
       const pid_t pid = ::fork();
       if (pid == 0) {  // the session: this process has no thread but this one
-        for (auto& sibling : sessions_) {
+        for (auto& sibling : sessions_) {  // the acceptor's, not this session's
           sibling.process.disown();
-          close_control(sibling);
+          if (sibling.control >= 0) ::close(std::exchange(sibling.control, -1));
+          sibling.handed.close();
         }
+        orphans_.clear();
         if (control[0] >= 0) ::close(control[0]);
         child_control_ = control[1];
+        child_number_ = number;
         ::close(signals_);
         listening_.abandon();
         sigset_t child_signal;
@@ -161,14 +182,14 @@ class process_runner final : public session_runner {
         why_not_ = start_failure(std::error_code(failed, std::generic_category()), std::string("fork: ") + std::strerror(failed));
         return started::no;
       }
-      sessions_.push_back({child_process(pid), control[0], process_state::serving});
+      sessions_.push_back({child_process(pid), control[0], process_state::serving, socket{}, 0});
     } else {
-      auto child = spawn_with_stdio(command_, connection.fd(), {std::string(session_on_stdin) + "=1"});
+      auto child = spawn_with_stdio(command_, connection.fd(), {std::string(session_on_stdin) + "=" + std::to_string(number)});
       if (!child) {
         why_not_ = start_failure(child.err().code, child.err().describe());
         return started::no;
       }
-      sessions_.push_back({std::move(*child), -1, process_state::serving});
+      sessions_.push_back({std::move(*child), -1, process_state::serving, socket{}, 0});
     }
     log_line(log_, log_level::debug, std::string("session process ") + std::to_string(sessions_.back().process.pid()) + " started");
     return started::yes;
@@ -207,27 +228,38 @@ class process_runner final : public session_runner {
       if (s.state == process_state::serving && s.control >= 0) into.push_back({s.control, POLLIN, 0});
   }
 
-  // A serving process that wrote on its control socket has ended its session: it waits, if fewer
-  // than kept_ do, or is told to end.
+  // A serving process wrote on its control socket: it took the connection handed to it, or its
+  // session ended and it waits (if fewer than kept_ do) or is told to end. A socket that closed
+  // (the process ended) leaves a connection it never took to be started again.
   void watched(const pollfd* first, std::size_t count) override {
     for (std::size_t i = 0; i < count; ++i) {
       if (first[i].revents == 0) continue;
       const auto s = std::find_if(sessions_.begin(), sessions_.end(), [&](const session_process& p) { return p.control == first[i].fd; });
       if (s == sessions_.end()) continue;
-      char byte = 0;
-      const std::size_t waiting = static_cast<std::size_t>(
-          std::count_if(sessions_.begin(), sessions_.end(), [](const session_process& p) { return p.state == process_state::waiting; }));
-      if (::recv(s->control, &byte, 1, MSG_DONTWAIT) == 1 && waiting < kept_) {
-        s->state = process_state::waiting;
-      } else {
-        close_control(*s);
-        s->state = process_state::ending;
+      char word = 0;
+      ssize_t got;
+      while ((got = ::recv(s->control, &word, 1, MSG_DONTWAIT)) == 1 && word == connection_taken) s->handed.close();
+      if (got == 1 && word == session_ended) {
+        const std::size_t waiting = static_cast<std::size_t>(std::count_if(
+            sessions_.begin(), sessions_.end(), [](const session_process& p) { return p.state == process_state::waiting; }));
+        if (waiting < kept_) {
+          s->state = process_state::waiting;
+          continue;
+        }
+      } else if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        continue;  // only the word that it took its connection
       }
+      close_control(*s);
+      s->state = process_state::ending;
     }
   }
 
-  /// In a forked child: its end of the control socket (-1 when it is not to be kept).
+  std::vector<std::pair<socket, std::uint64_t>> take_orphans() override { return std::exchange(orphans_, {}); }
+
+  /// In a forked child: its end of the control socket (-1 when it is not to be kept), and its
+  /// session's number.
   [[nodiscard]] int child_control() const noexcept { return child_control_; }
+  [[nodiscard]] std::uint64_t child_number() const noexcept { return child_number_; }
 
  private:
   enum class process_state : std::uint8_t { serving, waiting, ending };
@@ -235,10 +267,15 @@ class process_runner final : public session_runner {
     child_process process;
     int control = -1;  // the acceptor's end of a forked process's control socket
     process_state state = process_state::serving;
+    socket handed;  // a connection handed over that the process has not said it took
+    std::uint64_t handed_number = 0;
   };
 
-  static void close_control(session_process& s) noexcept {
+  // The control socket closes once the process has no more to say: a connection it never took
+  // is started again.
+  void close_control(session_process& s) {
     if (s.control >= 0) ::close(std::exchange(s.control, -1));
+    if (s.handed) orphans_.emplace_back(std::move(s.handed), s.handed_number);
   }
 
   session_mode mode_;
@@ -248,7 +285,9 @@ class process_runner final : public session_runner {
   listener& listening_;
   std::size_t kept_;
   std::vector<session_process> sessions_;
+  std::vector<std::pair<socket, std::uint64_t>> orphans_;
   int child_control_ = -1;
+  std::uint64_t child_number_ = 0;
 };
 
 /// How long a session's thread looks for work before it sleeps in poll.
@@ -264,15 +303,16 @@ struct session_setup {
   session_mode mode;
 };
 
-/// Serves one session's connection (`where`, a pipe endpoint) on the calling thread, with a
+/// Serves one session's connection (`where`, a pipe endpoint), session `number` of the server, on the calling thread, with a
 /// system of its own that has no workers (config::embedded()) and its node: the session's actors
 /// and its connection run here until the connection ends, `stop` is set, or `stop_signals` (a
 /// signalfd, or -1) turns readable; then the node stops within the grace. False when the serve
 /// callback failed (logged).
-bool serve_session_here(const session_setup& setup, const endpoint& where, const std::atomic<bool>* stop,
-                        int stop_signals, std::string& why_not) {
+bool serve_session_here(const session_setup& setup, const endpoint& where, std::uint64_t number,
+                        const std::atomic<bool>* stop, int stop_signals, std::string& why_not) {
   courier::system sys(courier::config::embedded());
   node net(sys);
+  if (number != 0) net.number_sessions_from(number);  // 0: the only session of a pipe server
   connection_config base = setup.program.base;
   if (base.name == connection_config{}.name) base.name = setup.program.name;
   if (!base.log) base.log = setup.log;  // one logger for all the sessions of a process
@@ -316,15 +356,15 @@ bool serve_session_here(const session_setup& setup, const endpoint& where, const
 /// Serves the session on `fd` (where names it) as serve_session_here does; a session that cannot
 /// start (out of descriptors, threads or memory, or a serve callback that failed) is refused on its
 /// connection with ERROR 260 and why, and logged: no failure of one session's start ends the process.
-bool serve_or_refuse(const session_setup& setup, int fd, const endpoint& where, const std::atomic<bool>* stop,
-                     int stop_signals) noexcept {
+bool serve_or_refuse(const session_setup& setup, int fd, const endpoint& where, std::uint64_t number,
+                     const std::atomic<bool>* stop, int stop_signals) noexcept {
   // The session's socket takes `fd` over once it is made, and closes it; a failure before that
   // leaves it open. The inode tells which: once closed, the number may already name another
   // thread's descriptor.
   const ino_t ours = inode_of(fd);
   std::string why;
   try {
-    if (serve_session_here(setup, where, stop, stop_signals, why)) return true;
+    if (serve_session_here(setup, where, number, stop, stop_signals, why)) return true;
   } catch (const std::system_error& e) {
     why = start_failure(e.code(), e.what());
   } catch (const std::bad_alloc&) {
@@ -362,12 +402,12 @@ class thread_runner final : public session_runner {
       if (s.thread.joinable()) s.thread.detach();  // only those stop() gave up on
   }
 
-  started start(socket& connection) override {
+  started start(socket& connection, std::uint64_t number) override {
     serving_.fetch_add(1, std::memory_order_relaxed);
     {
       std::lock_guard lock(handover_);
       if (waiting_ > handed_.size()) {
-        handed_.push_back(connection.release());
+        handed_.emplace_back(connection.release(), number);
         next_.notify_one();
         return started::yes;
       }
@@ -376,8 +416,8 @@ class thread_runner final : public session_runner {
     try {
       auto& s = threads_.emplace_back();
       try {
-        s.thread = std::thread([this, &s, fd] {
-          serve_sessions(fd);
+        s.thread = std::thread([this, &s, fd, number] {
+          serve_sessions(fd, number);
           s.done.store(true, std::memory_order_release);
         });
       } catch (...) {
@@ -436,9 +476,9 @@ class thread_runner final : public session_runner {
 
   /// Serves `fd`, then the connections handed to this thread while it waits, until it is not
   /// wanted as a waiting thread or the server stops.
-  void serve_sessions(int fd) noexcept {
+  void serve_sessions(int fd, std::uint64_t number) noexcept {
     for (;;) {
-      run_session(fd);
+      run_session(fd, number);
       serving_.fetch_sub(1, std::memory_order_release);
       std::unique_lock lock(handover_);
       if (waiting_ >= kept_threads_) return;
@@ -450,16 +490,16 @@ class thread_runner final : public session_runner {
       next_.wait(lock, [&] { return !handed_.empty() || stopping_.load(std::memory_order_relaxed); });
       --waiting_;
       if (handed_.empty()) return;  // stopping, with nothing handed over
-      fd = handed_.back();
+      std::tie(fd, number) = handed_.back();
       handed_.pop_back();
     }
   }
 
-  void run_session(int fd) noexcept {
+  void run_session(int fd, std::uint64_t number) noexcept {
     endpoint where;
     where.descriptor = fd;
     const session_setup setup{program_, opts_, serve_, log_, session_mode::thread};
-    (void)serve_or_refuse(setup, fd, where, &stopping_, -1);
+    (void)serve_or_refuse(setup, fd, where, number, &stopping_, -1);
   }
 
   const server_program& program_;
@@ -471,7 +511,7 @@ class thread_runner final : public session_runner {
   std::atomic<std::size_t> serving_{0};  // sessions started and not yet ended
   std::mutex handover_;
   std::condition_variable next_;     // a connection handed over, or the server stopping
-  std::vector<int> handed_;          // connections for waiting threads to take
+  std::vector<std::pair<int, std::uint64_t>> handed_;  // connections (and their numbers) for waiting threads
   std::size_t waiting_ = 0;          // threads waiting for a connection
   std::list<session_thread> threads_;  // a list: each thread holds a reference to its entry
 };
@@ -484,11 +524,16 @@ struct kept_runners {
 /// The acceptor of --thread, --fork and --spawn: accepts on the program's endpoint with no
 /// courier::system in this process (so that a fork is safe), starts each connection as a session
 /// through `runner`, refuses those past --max-connections, and stops on SIGINT or SIGTERM.
-/// Returns the exit status, or nothing in a forked child, which goes on to serve its connection.
+/// Returns the exit status, or nothing in a forked child, which goes on to serve its connection
+/// (session `forked.number`; `forked.control` is its control socket when it may be kept).
+struct forked_session {
+  int control = -1;
+  std::uint64_t number = 0;
+};
 std::optional<int> accept_sessions(int argc, const char* const* argv, const server_program& program,
                                    const options& opts, session_mode mode, const kept_runners& kept,
                                    const serve_callback& serve, const std::shared_ptr<const log_hook>& log,
-                                   int& session_control) {
+                                   forked_session& forked) {
   const char* name = program.name.c_str();
   if (const std::size_t alive = courier::system::alive(); alive != 0 && mode == session_mode::fork) {
     std::fprintf(stderr, "%s: --fork needs a process with no running courier::system (%zu alive): a fork would "
@@ -529,6 +574,28 @@ std::optional<int> accept_sessions(int argc, const char* const* argv, const serv
                  mode == session_mode::thread ? "thread" : "process");
 
   int spare = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // given up to refuse while out of descriptors
+  std::uint64_t sessions_started = 0;  // the sessions' numbers: the server's, across its threads or processes
+  // Starts session `number` on `connection`, or refuses it with why. False in a forked child.
+  const auto start_session = [&](socket& connection, std::uint64_t number) {
+    if (opts.max_connections != 0 && runner->running() >= opts.max_connections) {
+      detail::refuse(connection, static_cast<std::uint32_t>(errc::system_shutdown),
+                     "too many connections (this server serves at most " + std::to_string(opts.max_connections) + ")",
+                     log);
+      return true;
+    }
+    const auto started = runner->start(connection, number);
+    if (started == session_runner::started::in_forked_child) {
+      if (spare >= 0) ::close(spare);
+      forked = {processes->child_control(), processes->child_number()};
+      return false;
+    }
+    if (started == session_runner::started::no) {
+      log_line(log, log_level::error, "a session could not start: " + runner->why_not());
+      detail::refuse(connection, static_cast<std::uint32_t>(errc::system_shutdown),
+                     "the server could not start a session: " + runner->why_not(), log);
+    }
+    return true;
+  };
   std::vector<pollfd> watch;
   for (bool stopping = false; !stopping;) {
     watch.assign({{listening->fd(), POLLIN, 0}, {signals, POLLIN, 0}});
@@ -555,25 +622,14 @@ std::optional<int> accept_sessions(int argc, const char* const* argv, const serv
         continue;
       }
       if (!accepted) break;  // none waiting (or a failure of this one connection: the next poll goes on)
-      if (opts.max_connections != 0 && runner->running() >= opts.max_connections) {
-        detail::refuse(*accepted, static_cast<std::uint32_t>(errc::system_shutdown),
-                       "too many connections (this server serves at most " + std::to_string(opts.max_connections) + ")",
-                       log);
-        continue;
-      }
-      const auto started = runner->start(*accepted);
-      if (started == session_runner::started::in_forked_child) {
-        if (spare >= 0) ::close(spare);
-        session_control = processes->child_control();
-        return std::nullopt;
-      }
-      if (started == session_runner::started::no) {
-        log_line(log, log_level::error, "a session could not start: " + runner->why_not());
-        detail::refuse(*accepted, static_cast<std::uint32_t>(errc::system_shutdown),
-                       "the server could not start a session: " + runner->why_not(), log);
-      }
+      if (!start_session(*accepted, ++sessions_started)) return std::nullopt;
     }
     runner->running();  // reap what ended (SIGCHLD, or a thread's session)
+    for (auto& [orphan, number] : runner->take_orphans()) {
+      log_line(log, log_level::warning, "session " + std::to_string(number) +
+                                            ": its process ended before it took the connection; started again");
+      if (!start_session(orphan, number)) return std::nullopt;
+    }
   }
   // Stop: no new sessions, the socket file gone, every session told and given the grace. The
   // connections still in the backlog are told why first (section 11), not left to a bare close.
@@ -652,9 +708,10 @@ int run_server(int argc, const char* const* argv, const server_program& program,
   // A process per session serves its one connection on stdin, as a pipe server does.
   endpoint where = opts->where;
   bool session_process = false, forked = false;
-  int session_control = -1;  // a forked process that may be kept: its control socket to the acceptor
+  forked_session session;  // a forked process's number, and its control socket when it may be kept
   std::shared_ptr<const log_hook> session_log;
-  if (std::getenv(session_on_stdin) != nullptr) {
+  if (const char* number = std::getenv(session_on_stdin); number != nullptr) {
+    session.number = std::strtoull(number, nullptr, 10);
     ::unsetenv(session_on_stdin);
     session_process = true;
   } else if (program.session_modes && where.kind == endpoint::kind_t::pipe && !pool_mode) {
@@ -665,7 +722,7 @@ int run_server(int argc, const char* const* argv, const server_program& program,
     mode = session_mode::spawn;
   } else if (mode != session_mode::pool && where.kind != endpoint::kind_t::pipe) {
     session_log = log_for(*opts, program.name);  // a forked session writes through the acceptor's
-    if (auto status = accept_sessions(argc, argv, program, *opts, mode, kept, serve, session_log, session_control))
+    if (auto status = accept_sessions(argc, argv, program, *opts, mode, kept, serve, session_log, session))
       return *status;
     session_process = forked = true;
   }
@@ -678,24 +735,24 @@ int run_server(int argc, const char* const* argv, const server_program& program,
     sigaddset(&stop_signals, SIGTERM);
     const int stop_fd = ::signalfd(-1, &stop_signals, SFD_CLOEXEC | SFD_NONBLOCK);
     const session_setup setup{program, *opts, serve, session_log ? session_log : log_for(*opts, program.name), mode};
-    bool served = serve_or_refuse(setup, 0, endpoint{}, nullptr, stop_fd);
+    bool served = serve_or_refuse(setup, 0, endpoint{}, session.number, nullptr, stop_fd);
     // A forked process asks for the next session once its own ended; the acceptor hands it a
     // connection, or closes the socket when enough processes wait already.
-    while (served && session_control >= 0) {
-      const char ended = 'e';
-      pollfd watch[2] = {{session_control, POLLIN, 0}, {stop_fd, POLLIN, 0}};
+    while (served && session.control >= 0) {
+      pollfd watch[2] = {{session.control, POLLIN, 0}, {stop_fd, POLLIN, 0}};
       if (::poll(watch + 1, stop_fd >= 0 ? 1 : 0, 0) > 0) break;  // stopped: SIGINT or SIGTERM
-      if (::send(session_control, &ended, 1, MSG_NOSIGNAL) != 1) break;
+      if (::send(session.control, &session_ended, 1, MSG_NOSIGNAL) != 1) break;
       int ready;
       do ready = ::poll(watch, stop_fd >= 0 ? 2 : 1, -1);
       while (ready < 0 && errno == EINTR);  // SIGCHLD is not blocked here: a program's helper may end
-      if (ready <= 0 || (watch[1].revents & POLLIN) != 0) break;
-      const int next = receive_descriptor(session_control);
+      if (ready <= 0 || (watch[1].revents & POLLIN) != 0) break;  // stopped: a connection handed now is started again
+      const int next = receive_descriptor(session.control, &session.number);
       if (next < 0) break;
       const bool moved = ::dup2(next, 0) == 0;
       ::close(next);
       if (!moved) break;
-      served = serve_or_refuse(setup, 0, endpoint{}, nullptr, stop_fd);
+      if (::send(session.control, &connection_taken, 1, MSG_NOSIGNAL) != 1) break;  // the acceptor lets go of it
+      served = serve_or_refuse(setup, 0, endpoint{}, session.number, nullptr, stop_fd);
     }
     if (stop_fd >= 0) ::close(stop_fd);
     if (forked) {

@@ -1,6 +1,6 @@
 // The server of net_session_modes: a session per connection in the start mode its options choose
 // (--pool, --thread, --fork, --spawn), with services that tell which process and thread serve the
-// session (PID_, TID_), who the session's peer is (PEER), one that blocks its thread for the
+// session (PID_, TID_), who the session's peer is and its number (PEER), one that blocks its thread for the
 // milliseconds it is given (SLEP), one that aborts its process (ABRT) and one that makes the process
 // wait the milliseconds it is given after its sessions ended before it exits (LNGR).
 #include <courier/courier.hpp>
@@ -39,7 +39,10 @@ int main(int argc, char** argv) {
         call.reply().add(*ms);
       });
       table->add(courier::token("PEER"), [peer](net::incoming& call) {
-        call.reply().add(std::string_view(net::to_string(peer.transport))).add(std::string_view(peer.address));
+        call.reply()
+            .add(std::string_view(net::to_string(peer.transport)))
+            .add(std::string_view(peer.address))
+            .add(static_cast<std::uint64_t>(peer.id));
       });
       table->add(courier::token("LNGR"), [](net::incoming& call) {
         auto ms = call.read<std::int32_t>();

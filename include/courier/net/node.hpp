@@ -95,6 +95,8 @@ class node_core {
   std::size_t connections() const;
   /// A new session's number: from 1, never reused while the node lives.
   std::uint64_t next_session_id() noexcept { return next_session_.fetch_add(1, std::memory_order_relaxed) + 1; }
+  /// The next session is numbered `first` (and those after it from there).
+  void number_sessions_from(std::uint64_t first) noexcept { next_session_.store(first - 1, std::memory_order_relaxed); }
   /// The counters of `connection` if it is one of this node's and alive; nothing otherwise.
   std::optional<connection_counters> counters_of(const courier::detail::actor_base* connection) const;
   /// The parent context of `connection` if it is one of this node's and alive (a new reference).
@@ -319,6 +321,11 @@ class node {
     }
     return serve_with(actor_ref<no_interface>{}, std::move(children), where, cfg, std::move(context));
   }
+
+  /// The next session this node serves gets the number `first` in its peer_info.id, the ones
+  /// after it the numbers that follow. For a server whose sessions run on nodes of their own (a
+  /// thread or a process each): its acceptor numbers them, so that the number is the server's.
+  void number_sessions_from(std::uint64_t first) noexcept { core_->number_sessions_from(first); }
 
   /// Serves a session per connection (session.hpp) at `where`: each connection the server accepts
   /// gets the session `make` returns for it (for pipe, the one connection on stdin). At most

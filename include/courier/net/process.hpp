@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -77,12 +78,13 @@ class child_process {
                                                              const std::vector<std::string>& extra_environment = {});
 
 /// Sends descriptor `fd` (a copy: the caller still holds its own) over the Unix-domain socket
-/// `over` as SCM_RIGHTS ancillary data with one byte. False, with errno, when it could not.
-bool send_descriptor(int over, int fd) noexcept;
+/// `over` as SCM_RIGHTS ancillary data, beside `tag` (a number the receiver gets with it). False,
+/// with errno, when it could not.
+bool send_descriptor(int over, int fd, std::uint64_t tag = 0) noexcept;
 
 /// Waits for a descriptor send_descriptor() sent over `over`: it (close-on-exec), or -1 when the
-/// other end closed (errno 0) or on an error (errno set). A byte that came without a descriptor is
-/// an error (EPROTO).
-int receive_descriptor(int over) noexcept;
+/// other end closed (errno 0) or on an error (errno set). Its tag goes to `tag` when given. A
+/// message that came without a descriptor is an error (EPROTO).
+int receive_descriptor(int over, std::uint64_t* tag = nullptr) noexcept;
 
 }  // namespace courier::net

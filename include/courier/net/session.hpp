@@ -62,8 +62,9 @@ struct peer_credentials {
 
 /// Who is on the other side of a session's connection.
 struct peer_info {
-  /// This session's number on its node, from 1, never reused while the node lives (a session
-  /// run_server starts on a thread or in a process of its own is alone on its node: 1).
+  /// This session's number, from 1, never reused while its server runs: in every start mode of
+  /// run_server (its acceptor numbers the sessions it starts on threads or processes of their
+  /// own), and on a node that serves sessions itself.
   std::uint64_t id = 0;
   endpoint::kind_t transport = endpoint::kind_t::tcp;
   /// tcp: the peer's address and port ("127.0.0.1:41234", "[::1]:41234"); uds: "pid P uid U gid G";
