@@ -303,11 +303,11 @@ struct session_setup {
   session_mode mode;
 };
 
-/// Serves one session's connection (`where`, a pipe endpoint), session `number` of the server, on the calling thread, with a
-/// system of its own that has no workers (config::embedded()) and its node: the session's actors
-/// and its connection run here until the connection ends, `stop` is set, or `stop_signals` (a
-/// signalfd, or -1) turns readable; then the node stops within the grace. False when the serve
-/// callback failed (logged).
+/// Serves one session's connection (`where`, a pipe endpoint), the server's session `number`, on
+/// the calling thread, with a system of its own that has no workers (config::embedded()) and its
+/// node: the session's actors and its connection run here until the connection ends, `stop` is
+/// set, or `stop_signals` (a signalfd, or -1) turns readable; then the node stops within the
+/// grace. False when the serve callback failed (logged).
 bool serve_session_here(const session_setup& setup, const endpoint& where, std::uint64_t number,
                         const std::atomic<bool>* stop, int stop_signals, std::string& why_not) {
   courier::system sys(courier::config::embedded());
