@@ -69,8 +69,9 @@ void declare(CLI::App& app, parsed& into, program_kind kind) {
         ->check(CLI::NonNegativeNumber)
         ->type_name("N");
     app.add_option("--max-memory", into.max_memory,
-                   "Receive memory in bytes all connections may hold for frames still arriving; a frame past it "
-                   "ends its connection with an ERROR (0: no limit)")
+                   "Receive memory in bytes that the connections of this process may hold for frames still "
+                   "arriving, beyond one read block of 64 KiB each (an idle connection holds none of "
+                   "it); a frame that does not fit ends its connection with ERROR 260 (0: no limit)")
         ->check(CLI::NonNegativeNumber)
         ->type_name("N");
   }

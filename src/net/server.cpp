@@ -301,7 +301,14 @@ struct session_setup {
   const serve_callback& serve;
   std::shared_ptr<const log_hook> log;
   session_mode mode;
+  std::shared_ptr<detail::receive_memory> memory;  // the process's --max-memory budget, or null
 };
+
+/// The receive memory budget that the sessions of one process share (--max-memory), or null.
+std::shared_ptr<detail::receive_memory> process_budget(const options& opts) {
+  if (opts.max_memory == 0) return nullptr;
+  return std::make_shared<detail::receive_memory>(opts.max_memory);
+}
 
 /// Serves one session's connection (`where`, a pipe endpoint), the server's session `number`, on
 /// the calling thread, with a system of its own that has no workers (config::embedded()) and its
@@ -313,6 +320,7 @@ bool serve_session_here(const session_setup& setup, const endpoint& where, std::
   courier::system sys(courier::config::embedded());
   node net(sys);
   if (number != 0) net.number_sessions_from(number);  // 0: the only session of a pipe server
+  if (setup.memory) net.count_receive_memory_against(setup.memory);
   connection_config base = setup.program.base;
   if (base.name == connection_config{}.name) base.name = setup.program.name;
   if (!base.log) base.log = setup.log;  // one logger for all the sessions of a process
@@ -395,7 +403,12 @@ class thread_runner final : public session_runner {
  public:
   thread_runner(const server_program& program, const options& opts, const serve_callback& serve,
                 std::shared_ptr<const log_hook> log, std::size_t kept_threads)
-      : program_(program), opts_(opts), serve_(serve), log_(std::move(log)), kept_threads_(kept_threads) {}
+      : program_(program),
+        opts_(opts),
+        serve_(serve),
+        log_(std::move(log)),
+        memory_(process_budget(opts)),
+        kept_threads_(kept_threads) {}
 
   ~thread_runner() override {
     for (auto& s : threads_)
@@ -498,7 +511,7 @@ class thread_runner final : public session_runner {
   void run_session(int fd, std::uint64_t number) noexcept {
     endpoint where;
     where.descriptor = fd;
-    const session_setup setup{program_, opts_, serve_, log_, session_mode::thread};
+    const session_setup setup{program_, opts_, serve_, log_, session_mode::thread, memory_};
     (void)serve_or_refuse(setup, fd, where, number, &stopping_, -1);
   }
 
@@ -506,6 +519,7 @@ class thread_runner final : public session_runner {
   const options& opts_;
   const serve_callback& serve_;
   std::shared_ptr<const log_hook> log_;
+  const std::shared_ptr<detail::receive_memory> memory_;  // one budget for every session thread
   const std::size_t kept_threads_;
   std::atomic<bool> stopping_{false};
   std::atomic<std::size_t> serving_{0};  // sessions started and not yet ended
@@ -734,7 +748,8 @@ int run_server(int argc, const char* const* argv, const server_program& program,
     sigaddset(&stop_signals, SIGINT);
     sigaddset(&stop_signals, SIGTERM);
     const int stop_fd = ::signalfd(-1, &stop_signals, SFD_CLOEXEC | SFD_NONBLOCK);
-    const session_setup setup{program, *opts, serve, session_log ? session_log : log_for(*opts, program.name), mode};
+    const session_setup setup{program, *opts, serve, session_log ? session_log : log_for(*opts, program.name), mode,
+                              process_budget(*opts)};
     bool served = serve_or_refuse(setup, 0, endpoint{}, session.number, nullptr, stop_fd);
     // A forked process asks for the next session once its own ended; the acceptor hands it a
     // connection, or closes the socket when enough processes wait already.

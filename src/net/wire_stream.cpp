@@ -49,8 +49,15 @@ wire_stream::wire_stream(socket sock, wire::role role, const connection_config& 
   if (cfg_.socket_buffer_size != 0 && sock_) {
     if (auto ok = set_buffer_size(sock_, cfg_.socket_buffer_size); !ok) finish(ok.err());
   }
-  cur_ = new_block(cfg_.read_chunk);
-  if (cur_ == nullptr && !finished_) finish(courier::error(errc::connection_lost, "no memory for a receive block"));
+  // The resident block is not counted against the endpoint's receive memory: an idle connection
+  // holds none of the budget (--max-connections bounds what the resident blocks take together).
+  if (wire::shared_block* b = wire::shared_block::try_make(cfg_.read_chunk)) {
+    blocks_.push_back(wire::block_ref::adopt(b));
+    ++stats_.read_blocks;
+    cur_ = b;
+  } else {
+    finish(courier::error(errc::connection_lost, "no memory for a receive block"));
+  }
 }
 
 wire_stream::~wire_stream() {
@@ -224,17 +231,28 @@ wire::shared_block* wire_stream::free_block(std::size_t need) {
   return new_block(large ? need : cfg_.read_chunk);
 }
 
-// A new receive block, counted against the endpoint's receive memory. Past that budget, or when
-// the allocation fails, the connection ends (a fatal ERROR tells the peer why): a peer must not be
-// able to take the process down by the sizes it announces.
-wire::shared_block* wire_stream::new_block(std::size_t capacity) {
+// A new receive block, counted against the endpoint's receive memory; `replaces` is the size of a
+// counted block it takes the place of (dropped uncounted once its bytes are copied), so only the
+// difference is reserved: a frame that grows its block is counted at its block's size, not at the
+// old and the new block together. Past that budget, or when the allocation fails, the connection
+// ends (a fatal ERROR 260 tells the peer why): a peer must not be able to take the process down by
+// the sizes it announces.
+wire::shared_block* wire_stream::new_block(std::size_t capacity, std::size_t replaces) {
+  const std::size_t reserve = capacity > replaces ? capacity - replaces : 0;
   if (memory_) {
-    const std::size_t before = memory_->used.fetch_add(capacity, std::memory_order_relaxed);
-    if (before + capacity > memory_->limit) {
-      memory_->used.fetch_sub(capacity, std::memory_order_relaxed);
-      const std::string why = "the receiver's memory for frames in transit (" + std::to_string(memory_->limit) +
-                              " bytes) is spent; a block of " + std::to_string(capacity) + " bytes was refused";
-      (void)wire::encode_error(out_, 0, 0, static_cast<std::uint32_t>(wire::errc::frame_too_large), why, {});
+    const std::size_t before = memory_->used.fetch_add(reserve, std::memory_order_relaxed);
+    if (before + reserve > memory_->limit) {
+      memory_->used.fetch_sub(reserve, std::memory_order_relaxed);
+      const std::size_t frame = pending_frame_size();
+      const std::string limit = std::to_string(memory_->limit);
+      const std::string why =
+          frame > memory_->limit
+              ? "a frame of " + std::to_string(frame) + " bytes does not fit the receiver's memory for frames in transit (" +
+                    limit + " bytes in all)"
+              : "the receiver's memory for frames in transit (" + limit + " bytes) is spent: " +
+                    std::to_string(before > counted_ ? before - counted_ : 0) + " bytes are held by other connections, a block of " +
+                    std::to_string(capacity) + " bytes was refused";
+      (void)wire::encode_error(out_, 0, 0, static_cast<std::uint32_t>(errc::system_shutdown), why, {});
       flush();
       finish(courier::error(errc::connection_lost, why));
       return nullptr;
@@ -242,18 +260,18 @@ wire::shared_block* wire_stream::new_block(std::size_t capacity) {
   }
   wire::shared_block* b = wire::shared_block::try_make(capacity);
   if (b == nullptr) {
-    if (memory_) memory_->used.fetch_sub(capacity, std::memory_order_relaxed);
+    if (memory_) memory_->used.fetch_sub(reserve, std::memory_order_relaxed);
     finish(courier::error(errc::connection_lost, "no memory for a receive block of " + std::to_string(capacity) + " bytes"));
     return nullptr;
   }
-  if (memory_) counted_ += capacity;
+  if (memory_) counted_ += reserve;
   blocks_.push_back(wire::block_ref::adopt(b));
   ++stats_.read_blocks;
   return b;
 }
 
-void wire_stream::drop_block(wire::shared_block* old) {
-  if (memory_) {
+void wire_stream::drop_block(wire::shared_block* old, bool counted) {
+  if (memory_ && counted) {
     memory_->used.fetch_sub(old->capacity(), std::memory_order_relaxed);
     counted_ -= old->capacity();
   }
@@ -285,6 +303,13 @@ wire_stream::room wire_stream::make_room() {
   if (cur_->use_count() == 1 && cur_->capacity() >= want) {
     std::memmove(cur_->data(), cur_->data() + begin_, have);
     stats_.bytes_moved += have;
+  } else if (cur_->use_count() == 1 && cur_->capacity() > cfg_.read_chunk) {
+    // A large frame outgrew its block, which nothing else views: the next takes its place and its count.
+    wire::shared_block* next = new_block(want, cur_->capacity());
+    if (next == nullptr) return room::failed;
+    std::memcpy(next->data(), cur_->data() + begin_, have);
+    stats_.bytes_moved += have;
+    drop_block(std::exchange(cur_, next), false);
   } else {
     wire::shared_block* next = free_block(want);
     if (next == nullptr) return finished_ ? room::failed : room::stalled;

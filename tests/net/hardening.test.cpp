@@ -146,8 +146,7 @@ TEST_CASE("a large frame grows its block as it arrives, and the endpoint's recei
     cfg.max_receive_memory = 1 << 20;
     server srv(at, cfg);
     {
-      // 300 KB fits (growing its block takes up to twice that for a moment): it is answered (an
-      // extra item: trailing_items), the connection goes on.
+      // 300 KB fits: it is answered (an extra item: trailing_items), the connection goes on.
       raw_peer raw(srv.where);
       REQUIRE(raw.handshake());
       REQUIRE(raw.write(call_with_padding(7, 300'000)));
@@ -167,11 +166,44 @@ TEST_CASE("a large frame grows its block as it arrives, and the endpoint's recei
       REQUIRE_FALSE(seen.empty());
       CHECK(seen.back().kind == wire::kind::error);
       CHECK(seen.back().tid == 0);
+      CHECK(seen.back().code == static_cast<std::uint32_t>(courier::errc::system_shutdown));
       CHECK(seen.back().text.find("memory") != std::string::npos);
     }
     REQUIRE(srv.connections_become(0));
     good_client good(srv.where);
     CHECK(good.works());
+  });
+}
+
+TEST_CASE("a frame up to the receive memory is accepted, and idle connections hold none of it",
+          "[net][hardening][memory][limits]") {
+  courier_test::watchdog wd("receive memory: what counts", 60s);
+  each_transport("memory-counts", [](const endpoint& at) {
+    courier::net::connection_config cfg = short_config();
+    cfg.max_receive_memory = 1 << 20;
+    server srv(at, cfg);
+    // Twenty idle connections: none of them takes any of the budget (each holds its one block).
+    std::vector<std::unique_ptr<raw_peer>> idle;
+    for (int i = 0; i < 20; ++i) {
+      idle.push_back(std::make_unique<raw_peer>(srv.where));
+      REQUIRE(idle.back()->handshake());
+    }
+    // Frames of 52% and of 95% of the budget, beside them: each grows its block by doubling, and
+    // is counted at the block's size, not at the old and the new block at once.
+    raw_peer raw(srv.where);
+    REQUIRE(raw.handshake());
+    std::uint64_t tid = 1;
+    for (const std::size_t size : {545'296u, 1'000'000u}) {
+      INFO("a frame of about " << size << " bytes");
+      REQUIRE(raw.write(call_with_padding(tid, size)));
+      auto answer = raw.next(5s);
+      REQUIRE(answer);
+      CHECK(answer->kind == wire::kind::error);
+      CHECK(answer->tid == tid);
+      CHECK(answer->code == static_cast<std::uint32_t>(wire::errc::trailing_items));
+      ++tid;
+    }
+    for (auto& p : idle) CHECK_FALSE(p->at_eof());
   });
 }
 
@@ -195,7 +227,7 @@ TEST_CASE("a frame that comes in the same read as the handshake is held to the r
       CHECK(seen[0].kind == wire::kind::handshake);
       CHECK(seen[1].kind == wire::kind::error);
       CHECK(seen[1].tid == 0);
-      CHECK(seen[1].code == static_cast<std::uint32_t>(wire::errc::frame_too_large));
+      CHECK(seen[1].code == static_cast<std::uint32_t>(courier::errc::system_shutdown));
       CHECK(seen[1].text.find("memory") != std::string::npos);
     }
     REQUIRE(srv.connections_become(0));

@@ -624,6 +624,60 @@ TEST_CASE("--fork: a connection handed to a kept process that dies before it tak
   }
 }
 
+namespace {
+
+struct padded_call {  // a call whose third field only pads it (never run: the frame stays unfinished)
+  static constexpr courier::token token{"PAD_"};
+  std::int32_t a = 1, b = 2;
+  std::string pad;
+  auto fields() { return std::tie(a, b, pad); }
+  auto fields() const { return std::tie(a, b, pad); }
+};
+
+}  // namespace
+
+TEST_CASE("--max-memory is one budget for the process: the sessions of --thread share it, as --pool's do",
+          "[modes][memory]") {
+  courier_test::watchdog wd{"session modes: one memory budget", 90s};
+  for (const std::string mode : {"pool", "thread"}) {
+    INFO(mode);
+    auto server = start_server(mode, net::endpoint::kind_t::uds, {"--max-memory", "1048576"});
+    // Four sessions each hold 400 KB of a frame still arriving: 1.6 MB against a 1 MiB budget, so
+    // at least one is refused with 260 and why (with a budget per session none would be).
+    padded_call call;
+    call.pad.assign(400'000, 'x');
+    const std::string frame = courier_test::peers::raw_peer::call_bytes(call, 7);
+    const std::string held = frame.substr(0, frame.size() - 100);
+    std::vector<std::unique_ptr<courier_test::peers::raw_peer>> peers;
+    for (int i = 0; i < 4; ++i) {
+      peers.push_back(std::make_unique<courier_test::peers::raw_peer>(server.where));
+      REQUIRE(peers.back()->handshake());
+      (void)peers.back()->write(held);  // a refused one may be closed before all of it is written
+    }
+    int refused = 0, other = 0;
+    std::string texts;
+    const auto until = std::chrono::steady_clock::now() + courier_test::scaled(10s);
+    while (refused == 0 && std::chrono::steady_clock::now() < until) {
+      for (auto& p : peers) {
+        auto f = p->next(20ms);
+        if (!f) continue;
+        if (f->kind == courier::wire::kind::error && f->code == 260 && f->text.find("memory") != std::string::npos)
+          ++refused;
+        else if (f->kind != courier::wire::kind::ping)
+          ++other;
+        texts += f->text + "; ";
+      }
+    }
+    INFO("refused " << refused << ", other " << other << ": " << texts);
+    CHECK(refused >= 1);
+    CHECK(other == 0);
+    peers.clear();
+    serves_again(server);
+    server.process.kill(SIGTERM);
+    CHECK(server.process.wait(courier_test::scaled(10s)) == 0);
+  }
+}
+
 TEST_CASE("every session of a server has a number of its own, in every start mode", "[modes]") {
   courier_test::watchdog wd{"session modes: session numbers", 90s};
   const auto number_of = [](const net::context_ref& session) {

@@ -70,8 +70,11 @@ struct connection_config {
   /// ("too many connections") as its first frame and is closed. 0: no limit.
   std::size_t max_connections = 0;
   /// Server (serve()): receive memory in bytes that all connections of this endpoint together may
-  /// hold for frames still arriving (a frame's block grows with the bytes received, never ahead of
-  /// them); a connection whose frame would pass it is ended with a fatal ERROR. 0: no limit.
+  /// hold for frames still arriving, beyond the one block of read_chunk bytes each connection holds
+  /// while it lives (an idle connection takes none of it). A frame's block grows with the bytes
+  /// received, never ahead of them, and counts at its size; a connection whose frame would pass the
+  /// budget is ended with a fatal ERROR 260 that says so. A session server (server.hpp) keeps one
+  /// budget per process. 0: no limit.
   std::size_t max_receive_memory = 0;
   /// Server: a connection (a session) whose peer made no call or send for this long is closed in
   /// order, and its session told so. Keepalive pings do not count. 0: never.

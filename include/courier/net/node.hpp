@@ -97,6 +97,19 @@ class node_core {
   std::uint64_t next_session_id() noexcept { return next_session_.fetch_add(1, std::memory_order_relaxed) + 1; }
   /// The next session is numbered `first` (and those after it from there).
   void number_sessions_from(std::uint64_t first) noexcept { next_session_.store(first - 1, std::memory_order_relaxed); }
+  /// A listener's share for its connections: their count and the receive memory they count
+  /// against: the node's budget where it was given one, else one of cfg.max_receive_memory.
+  std::shared_ptr<listener_share> make_share(const connection_config& cfg) const {
+    auto share = std::make_shared<listener_share>();
+    share->memory = memory_;
+    if (!share->memory && cfg.max_receive_memory != 0)
+      share->memory = std::make_shared<receive_memory>(cfg.max_receive_memory);
+    share->log = cfg.log;
+    return share;
+  }
+  /// Every connection of this node counts its receive memory against `budget` (shared with other
+  /// nodes of the process), whatever its config's max_receive_memory.
+  void count_receive_memory_against(std::shared_ptr<receive_memory> budget) noexcept { memory_ = std::move(budget); }
   /// The counters of `connection` if it is one of this node's and alive; nothing otherwise.
   std::optional<connection_counters> counters_of(const courier::detail::actor_base* connection) const;
   /// The parent context of `connection` if it is one of this node's and alive (a new reference).
@@ -133,6 +146,7 @@ class node_core {
   std::vector<listed> connections_;
   std::vector<std::shared_ptr<acceptor>> acceptors_;  // shared: leave() may be retrying one
   bool ever_connected_ = false;
+  std::shared_ptr<receive_memory> memory_;  // set before the node serves: read without the lock
   bool stopped_ = false;
   std::atomic<bool> stopping_{false};
   std::atomic<std::uint64_t> next_session_{0};
@@ -181,13 +195,6 @@ class acceptor final : public owned_handler {
 void refuse(socket& sock, std::uint32_t code, std::string_view text,
             const std::shared_ptr<const log_hook>& log = nullptr) noexcept;
 
-/// A listener's share for its connections: their count and, with max_receive_memory, the budget.
-inline std::shared_ptr<listener_share> make_share(const connection_config& cfg) {
-  auto share = std::make_shared<listener_share>();
-  if (cfg.max_receive_memory != 0) share->memory = std::make_shared<receive_memory>(cfg.max_receive_memory);
-  share->log = cfg.log;
-  return share;
-}
 
 }  // namespace detail
 
@@ -270,7 +277,7 @@ class node {
                                                                       std::optional<child_process>{}, cfg, nullptr,
                                                                       std::move(served))
                     : core_->system().template spawn<link_connection>(opts, core_, std::move(connected),
-                                                                      std::move(served), cfg, detail::make_share(cfg));
+                                                                      std::move(served), cfg, core_->make_share(cfg));
     return actor_ref<Out>(std::move(conn));
   }
 
@@ -279,7 +286,7 @@ class node {
                                          const connection_config& cfg = {}) {
     if (auto ok = make_nonblocking(connected.fd()); !ok) return ok.err();
     core_->system().template spawn<server_connection<no_interface>>(core_, std::move(connected), actor_ref<no_interface>{},
-                                                                     cfg, detail::make_share(cfg), std::move(services));
+                                                                     cfg, core_->make_share(cfg), std::move(services));
     return {};
   }
 
@@ -288,7 +295,7 @@ class node {
   courier::result<void> serve_connection(actor_ref<I> target, socket connected, const connection_config& cfg = {}) {
     if (auto ok = make_nonblocking(connected.fd()); !ok) return ok.err();
     core_->system().template spawn<server_connection<I>>(core_, std::move(connected), std::move(target), cfg,
-                                                         detail::make_share(cfg));
+                                                         core_->make_share(cfg));
     return {};
   }
 
@@ -315,7 +322,7 @@ class node {
       auto sock = pipe_server_socket(where);  // non-blocking, close-on-exec
       if (!sock) return sock.err();
       core_->system().template spawn<server_connection<no_interface>>(core_, std::move(*sock), actor_ref<no_interface>{},
-                                                                       cfg, detail::make_share(cfg), std::move(children),
+                                                                       cfg, core_->make_share(cfg), std::move(children),
                                                                        std::move(context));
       return serving{"pipe (stdin)", 0};
     }
@@ -326,6 +333,13 @@ class node {
   /// after it the numbers that follow. For a server whose sessions run on nodes of their own (a
   /// thread or a process each): its acceptor numbers them, so that the number is the server's.
   void number_sessions_from(std::uint64_t first) noexcept { core_->number_sessions_from(first); }
+
+  /// This node's connections count their receive memory against `budget`, instead of a budget of
+  /// cfg.max_receive_memory per listener: a server whose sessions run on nodes of their own (a
+  /// thread each) keeps one budget for the process. Call it before serving.
+  void count_receive_memory_against(std::shared_ptr<detail::receive_memory> budget) noexcept {
+    core_->count_receive_memory_against(std::move(budget));
+  }
 
   /// Serves a session per connection (session.hpp) at `where`: each connection the server accepts
   /// gets the session `make` returns for it (for pipe, the one connection on stdin). At most
@@ -345,13 +359,13 @@ class node {
     if (where.kind == endpoint::kind_t::pipe) {
       auto sock = pipe_server_socket(where);  // non-blocking, close-on-exec
       if (!sock) return sock.err();
-      start(std::move(*sock), detail::make_share(cfg));
+      start(std::move(*sock), core_->make_share(cfg));
       return serving{"pipe (stdin)", 0};
     }
     auto l = net::listen(where);
     if (!l) return l.err();
     serving s{l->describe(), l->port()};
-    auto share = detail::make_share(cfg);
+    auto share = core_->make_share(cfg);
     auto a = std::make_unique<detail::acceptor>(
         std::move(*l), [start, share](socket sock) { start(std::move(sock), share); }, share, cfg.max_connections);
     const int fd = a->listening().fd();
@@ -367,7 +381,7 @@ class node {
       auto sock = pipe_server_socket(where);  // non-blocking, close-on-exec
       if (!sock) return sock.err();
       core_->system().template spawn<server_connection<no_interface>>(core_, std::move(*sock), actor_ref<no_interface>{},
-                                                                       cfg, detail::make_share(cfg), std::move(services));
+                                                                       cfg, core_->make_share(cfg), std::move(services));
       return serving{"pipe (stdin)", 0};
     }
     return serve(std::move(services), where, cfg);
@@ -381,7 +395,7 @@ class node {
     if (!l) return l.err();
     serving s{l->describe(), l->port()};
     std::weak_ptr<detail::node_core> weak = core_;
-    auto share = detail::make_share(cfg);
+    auto share = core_->make_share(cfg);
     auto a = std::make_unique<detail::acceptor>(
         std::move(*l),
         [weak, target, cfg, share, services, context](socket sock) {

@@ -38,9 +38,11 @@
 
 namespace courier::net::detail {
 
-/// Receive memory shared by the connections of one endpoint (connection_config::max_receive_memory):
-/// each connection adds the size of every receive block it allocates and takes it back when it
-/// lets the block go. Thread-safety: atomic; shared by connections on any threads.
+/// Receive memory shared by the connections of one endpoint, or of every node of a process
+/// (connection_config::max_receive_memory): each connection adds the size of every receive block
+/// it allocates beyond its first (the resident block of read_chunk bytes, which every connection
+/// holds while it lives), and takes it back when it lets the block go; a frame that grows its
+/// block counts at the block's size. Thread-safety: atomic; shared by connections on any threads.
 struct receive_memory {
   explicit receive_memory(std::size_t cap) noexcept : limit(cap) {}
   const std::size_t limit;
@@ -158,8 +160,8 @@ class wire_stream {
   enum class room : std::uint8_t { ready, stalled, failed };
   room make_room();
   wire::shared_block* free_block(std::size_t need);
-  wire::shared_block* new_block(std::size_t capacity);
-  void drop_block(wire::shared_block* b);
+  wire::shared_block* new_block(std::size_t capacity, std::size_t replaces = 0);
+  void drop_block(wire::shared_block* b, bool counted = true);
   std::size_t pending_frame_size() const noexcept;
   /// Our limits, with the frame size the engine accepts now (smaller before the handshake).
   wire::limits frame_limits() const noexcept {
