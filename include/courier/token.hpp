@@ -1,8 +1,12 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <ostream>
+#include <stdexcept>
+#include <string>
 #include <string_view>
 
 namespace courier {
@@ -10,8 +14,10 @@ namespace courier {
 /// The 4-character name of a service (libmsgque's "token"): `ADD_`, `GET_`, `PING`.
 ///
 /// Built at compile time from a 5-character string literal, so a message type can name its token in a
-/// `static constexpr` member; a literal of any other length does not compile. On the wire it is the four
-/// bytes in order, which is also its little-endian `uint32_t` value (see docs/protocol.md).
+/// `static constexpr` member; a literal of any other length does not compile. Text known only at run
+/// time (a command line, a `const char*`) goes through `token::parse` (nothing when it is not four
+/// characters) or the explicit `token(std::string_view)` (throws). On the wire it is the four bytes in
+/// order, which is also its little-endian `uint32_t` value (see docs/protocol.md).
 ///
 /// Thread-safety: a value type; distinct objects are independent, a shared object may be read concurrently.
 class token {
@@ -19,8 +25,24 @@ class token {
   constexpr token() noexcept = default;
 
   // consteval: a token that is not exactly four characters is a compile error, never a run-time surprise.
-  consteval token(const char (&text)[5]) noexcept  // NOLINT(google-explicit-constructor)
-      : chars_{text[0], text[1], text[2], text[3]} {}
+  template <std::size_t N>
+  consteval token(const char (&text)[N]) noexcept  // NOLINT(google-explicit-constructor)
+      : chars_{text[0], text[1], text[2], text[3]} {
+    static_assert(N == 5, "a token literal is exactly four characters, as in courier::token(\"ADD_\")");
+  }
+
+  /// A token from text known at run time; std::invalid_argument unless it is four characters.
+  explicit token(std::string_view text) {
+    if (text.size() != 4)
+      throw std::invalid_argument("a token is four characters, not '" + std::string(text) + "'");
+    chars_ = {text[0], text[1], text[2], text[3]};
+  }
+
+  /// The token of `text` when it is four characters; nothing otherwise.
+  static constexpr std::optional<token> parse(std::string_view text) noexcept {
+    if (text.size() != 4) return std::nullopt;
+    return from_chars(text[0], text[1], text[2], text[3]);
+  }
 
   /// Rebuilds a token from its four wire bytes; used by the decoder, which has already checked them.
   static constexpr token from_chars(char a, char b, char c, char d) noexcept {

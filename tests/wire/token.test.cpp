@@ -32,3 +32,17 @@ TEST_CASE("token: unprintable bytes print as escapes") {
   CHECK(os.str() == "A\\x00\\x0aZ");
   CHECK_FALSE(token::from_chars('A', '\0', '\n', 'Z').is_printable());
 }
+
+TEST_CASE("token: from text known at run time, checked") {
+  const std::string from_a_command_line = "ADD_";
+  const char* as_c_string = from_a_command_line.c_str();
+  CHECK(token(as_c_string) == token{"ADD_"});
+  CHECK(token(from_a_command_line) == token{"ADD_"});
+  CHECK_THROWS_AS(token(std::string("ADD")), std::invalid_argument);
+  CHECK_THROWS_WITH(token(std::string_view("ADDER")), Catch::Contains("four characters") && Catch::Contains("ADDER"));
+
+  static_assert(token::parse("PING") == token{"PING"});
+  CHECK(token::parse(from_a_command_line) == token{"ADD_"});
+  CHECK_FALSE(token::parse(""));
+  CHECK_FALSE(token::parse("TOOLONG"));
+}
