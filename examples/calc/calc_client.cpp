@@ -33,8 +33,7 @@ void expect(bool ok, const std::string& what) {
 int main(int argc, char** argv) {
   auto opts = courier::net::parse_options(argc, argv, "courier-calc-client");
   if (!opts) {
-    std::fprintf(stderr, "courier-calc-client: %s\n%s", opts.err().text.c_str(),
-                 courier::net::options_help("courier-calc-client").c_str());
+    std::fprintf(stderr, "%s", courier::net::options_error("courier-calc-client", opts.err()).c_str());
     return 2;
   }
   if (opts->help) {

@@ -58,10 +58,13 @@ int main(int argc, char** argv) {
     app.add_option("--slow-ms", sc.slow_ms, "Take this long over each line pushed to us (a slow reader)");
   };
   auto opts = net::parse_options(argc, argv, "courier-chat-client", extra);
-  if (!opts || opts->help) {
-    std::fprintf(opts ? stdout : stderr, "%s%s%s", opts ? "" : opts.err().text.c_str(), opts ? "" : "\n",
-                 net::options_help("courier-chat-client", extra).c_str());
-    return opts ? 0 : 2;
+  if (!opts) {
+    std::fprintf(stderr, "%s", net::options_error("courier-chat-client", opts.err()).c_str());
+    return 2;
+  }
+  if (opts->help) {
+    std::printf("%s", net::options_help("courier-chat-client", extra).c_str());
+    return 0;
   }
   const bool scripted = sc.say > 0 || sc.expect >= 0 || !sc.until.empty();
   inbox in;

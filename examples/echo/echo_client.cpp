@@ -14,7 +14,7 @@
 int main(int argc, char** argv) {
   auto opts = courier::net::parse_options(argc, argv, "courier-echo-client");
   if (!opts) {
-    std::fprintf(stderr, "courier-echo-client: %s\n", opts.err().text.c_str());
+    std::fprintf(stderr, "%s", courier::net::options_error("courier-echo-client", opts.err()).c_str());
     return 2;
   }
   if (opts->help) {

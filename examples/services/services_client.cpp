@@ -43,8 +43,7 @@ std::string first_item(const courier::result<wire::items_ref>& reply) {
 int main(int argc, char** argv) {
   auto opts = net::parse_options(argc, argv, "courier-services-client");
   if (!opts) {
-    std::fprintf(stderr, "courier-services-client: %s\n%s", opts.err().text.c_str(),
-                 net::options_help("courier-services-client").c_str());
+    std::fprintf(stderr, "%s", net::options_error("courier-services-client", opts.err()).c_str());
     return 2;
   }
   if (opts->help) {

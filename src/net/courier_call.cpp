@@ -667,7 +667,8 @@ std::string error_name(std::uint32_t code) {
 // written (CLI11 would read "-5" as an option and split "[1,2]" into two values).
 std::vector<std::string> take_call_words(int argc, char** argv, std::vector<const char*>& rest) {
   static constexpr std::string_view with_value[] = {"--file", "--host",      "--port",  "--timeout", "--name",
-                                                    "--buffersize", "--max-frame", "--debug", "--context"};
+                                                    "--buffersize", "--max-frame", "--debug", "--context",
+                                                    "--keepalive"};
   std::vector<std::string> words;
   rest.push_back(argv[0]);
   int i = 1;
@@ -700,18 +701,21 @@ int run(int argc, char** argv) {
   };
   auto opts = courier::net::parse_options(static_cast<int>(rest.size()), rest.data(), "courier-call", extra);
   if (!opts) {
-    std::fprintf(stderr, "courier-call: %s\n", opts.err().text.c_str());
+    std::fprintf(stderr, "%s", courier::net::options_error("courier-call", opts.err()).c_str());
     return exit_usage;
   }
   if (opts->help) {
     std::printf("%s%s", courier::net::options_help("courier-call", extra).c_str(), exit_codes_help);
     return exit_ok;
   }
+  // Reflection is a service of every server: calling it is asking for the list.
+  const bool reflection_called = words.size() == 1 && words[0] == reflection_token.view();
+  if (reflection_called) list = true;
   if (!list && words.empty()) {
     std::fprintf(stderr, "courier-call: name a service (TOKEN ARG...) or ask for --list\n");
     return exit_usage;
   }
-  if (list && !words.empty()) {
+  if (list && !words.empty() && !reflection_called) {
     std::fprintf(stderr, "courier-call: --list takes no TOKEN or arguments\n");
     return exit_usage;
   }

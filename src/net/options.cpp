@@ -45,19 +45,19 @@ void declare(CLI::App& app, parsed& into, program_kind kind) {
   app.add_option("--timeout", into.timeout_seconds,
                  kind == program_kind::client ? "Time-out in seconds for connect, handshake and calls (default 10)"
                                               : "Time-out in seconds for a client's handshake (default 10)")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->type_name("SEC");
   app.add_option("--keepalive", into.keepalive_ms,
                  "Ping a silent peer every MS milliseconds; a peer that answers none of two pings is dead after "
                  "three intervals of silence (e.g. 3000 ms for --keepalive 1000). 0 sends no pings and never "
                  "declares a peer dead (default 10000)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_number())
       ->type_name("MS");
   app.add_option("--name", into.name, "The name this program gives itself in logs and its handshake")
       ->type_name("NAME");
   // The checks parse the text as a number first: CLI11 would read "-5" into an unsigned as a huge value.
   app.add_option("--buffersize", into.buffersize, "Socket buffer size in bytes (0: the kernel's default)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_number())
       ->type_name("N");
   app.add_option("--max-frame", into.max_frame,
                  "The largest frame accepted, in bytes (65536 to 4294967295; default 16 MiB)")
@@ -66,20 +66,20 @@ void declare(CLI::App& app, parsed& into, program_kind kind) {
   if (kind == program_kind::server) {
     app.add_option("--max-connections", into.max_connections,
                    "Connections served at once; more are refused with an ERROR (0: no limit)")
-        ->check(CLI::NonNegativeNumber)
+        ->check(non_negative_number())
         ->type_name("N");
     app.add_option("--max-memory", into.max_memory,
                    "Receive memory in bytes that the connections of this process may hold for frames still "
                    "arriving, beyond one read block of 64 KiB each (an idle connection holds none of "
                    "it); a frame that does not fit ends its connection with ERROR 260 (0: no limit)")
-        ->check(CLI::NonNegativeNumber)
+        ->check(non_negative_number())
         ->type_name("N");
   }
   app.add_flag("--silent", into.silent, "Log nothing but errors (no refusals, no protocol errors of peers)");
   app.add_option("--debug", into.debug,
                  "The log's detail on stderr: 0 errors and warnings (refused peers, protocol errors); 1 also "
                  "connections and sessions opened and ended, with why; 2 also what each handshake agreed")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_number())
       ->type_name("N");
 }
 
@@ -104,6 +104,25 @@ std::unique_ptr<CLI::App> make_app(std::string_view program_name, parsed& into, 
 }
 
 courier::error invalid(std::string text) { return {errc::invalid_argument, std::move(text)}; }
+
+/// Checks that say what a number must be, in words: CLI11's PositiveNumber names the range
+/// "0.000000 to 1797693134862315..." (309 digits), and its NonNegativeNumber likewise.
+CLI::Validator number_from(double least, bool inclusive, const char* said) {
+  return CLI::Validator(
+      [least, inclusive, said](std::string& text) -> std::string {
+        double value = 0;
+        if (!CLI::detail::lexical_cast(text, value)) return "'" + text + "' is not a number";
+        if (inclusive ? value < least : value <= least) return "must be " + std::string(said) + " (not " + text + ")";
+        return {};
+      },
+      "", "");
+}
+
+std::string unknown_words(const std::vector<std::string>& words) {
+  std::string text = words.size() == 1 ? "unknown option or argument: " : "unknown options or arguments: ";
+  for (std::size_t i = 0; i < words.size(); ++i) text += (i == 0 ? "" : " ") + words[i];
+  return text;
+}
 
 }  // namespace
 
@@ -135,7 +154,11 @@ courier::result<options> parse_options(int argc, const char* const* argv, std::s
       options wanted;
       wanted.help = true;
       return wanted;
+    } catch (const CLI::ExtrasError& e) {
+      return invalid(unknown_words(app->remaining()));
     } catch (const CLI::ParseError& e) {
+      // An unknown option is named first: "--file requires --uds" would hide a mistyped --udss.
+      if (!app->remaining().empty()) return invalid(unknown_words(app->remaining()));
       return invalid(e.what());
     }
     port_given = app->count("--port") != 0;
@@ -176,6 +199,21 @@ courier::result<options> parse_options(int argc, const char* const* argv, std::s
   result.silent = values.silent;
   result.debug = values.debug;
   return result;
+}
+
+const CLI::Validator& positive_number() {
+  static const CLI::Validator check = number_from(0, false, "a number greater than 0");
+  return check;
+}
+
+const CLI::Validator& non_negative_number() {
+  static const CLI::Validator check = number_from(0, true, "0 or a number greater than 0");
+  return check;
+}
+
+std::string options_error(std::string_view program_name, const courier::error& err) {
+  const std::string name(program_name);
+  return name + ": " + err.text + "\nRun '" + name + " --help' to see the options.\n";
 }
 
 std::string options_help(std::string_view program_name, const extra_options& extra, program_kind kind) {

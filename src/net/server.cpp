@@ -706,8 +706,7 @@ int run_server(int argc, const char* const* argv, const server_program& program,
   // With no arguments the session modes keep their defaults: no parser for them (parse_options).
   auto opts = parse_options(argc, argv, program.name, argc > 1 || program.extra ? extra : extra_options{}, kind);
   if (!opts) {
-    std::fprintf(stderr, "%s: %s\n%s", program.name.c_str(), opts.err().text.c_str(),
-                 options_help(program.name, extra, kind).c_str());
+    std::fprintf(stderr, "%s", options_error(program.name, opts.err()).c_str());
     return 2;
   }
   if (opts->help) {

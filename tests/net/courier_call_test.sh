@@ -84,6 +84,8 @@ for where in "pipe" "uds" "tcp"; do
   esac
   echo "== calc over $where"
   expect 0 "$calc_list" "${pre[@]}" --list "${post[@]}"
+  expect 0 "$calc_list" "${pre[@]}" '$SVC' "${post[@]}"  # reflection is a service of every server
+  expect 0 "5" "${pre[@]}" --keepalive 500 ADD_ 2 3 "${post[@]}"  # an option's value is not the token
   expect 0 "5" "${pre[@]}" ADD_ 2 3 "${post[@]}"
   expect 0 "-7" "${pre[@]}" ADD_ -10 3 "${post[@]}"
   expect 0 '{"result":[49],"token":"SQR_"}' "${pre[@]}" --json SQR_ 7 "${post[@]}"
@@ -93,6 +95,12 @@ for where in "pipe" "uds" "tcp"; do
   expect_error 2 "ADD_ takes 2 argument(s), (int32 a, int32 b); 1 given" "${pre[@]}" ADD_ 2 "${post[@]}"
   expect_error 2 "the server has no service XXXX" "${pre[@]}" XXXX 1 "${post[@]}"
   expect_error 5 "no answer within 300 ms" "${pre[@]}" --timeout 0.3 SLOW 3000 1 "${post[@]}"
+done
+
+echo "== option errors: the unknown option named first, one line and a pointer to --help"
+expect_error 2 "unknown option or argument: --udss" --udss --file "$work/calc.sock" --list
+for program in "$call" "$bin/courier-calc-server"; do
+  [ "$("$program" --bogus 2>&1 | wc -l)" -eq 2 ] || { echo "FAIL: $program printed more than two lines for an option error"; exit 1; }
 done
 
 echo "== one-way sends reach the server (uds): NSEE counts them"

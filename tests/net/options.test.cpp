@@ -177,6 +177,25 @@ TEST_CASE("options: unknown, conflicting and incomplete options are errors with 
   check_refused({"@"}, "'@' must be followed");
 }
 
+TEST_CASE("options: an unknown option is named first, and a number says what it must be") {
+  // "--file requires --uds" would hide the mistyped --udss that caused it.
+  check_refused({"--udss", "--file", "F"}, "unknown option or argument: --udss");
+  check_refused({"--tcp", "--prot", "1"}, "--prot");
+  check_refused({"--timeout", "0"}, "--timeout: must be a number greater than 0 (not 0)");
+  check_refused({"--timeout", "soon"}, "'soon' is not a number");
+  check_refused({"--buffersize", "-5"}, "must be 0 or a number greater than 0 (not -5)");
+  auto r = parse({"--timeout", "0"});
+  REQUIRE_FALSE(r);
+  CHECK(r.err().text.find("17976931348623157") == std::string::npos);
+}
+
+TEST_CASE("options: an option error is one line and a pointer to --help, not the help") {
+  auto r = parse({"--bogus"});
+  REQUIRE_FALSE(r);
+  const std::string printed = courier::net::options_error("prog", r.err());
+  CHECK(printed == "prog: " + r.err().text + "\nRun 'prog --help' to see the options.\n");
+}
+
 namespace {
 
 courier::result<courier::net::options> parse_server(std::initializer_list<const char*> words) {

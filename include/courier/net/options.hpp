@@ -38,6 +38,7 @@
 
 namespace CLI {
 class App;
+class Validator;
 }
 
 namespace courier::net {
@@ -87,6 +88,15 @@ using extra_options = std::function<void(CLI::App&)>;
                                                      std::string_view program_name,
                                                      const extra_options& extra = {},
                                                      program_kind kind = program_kind::client);
+
+/// Checks for a program's own number options that say what the number must be ("must be a number
+/// greater than 0 (not 0)"), where CLI11's name a range of 309 digits.
+const CLI::Validator& positive_number();
+const CLI::Validator& non_negative_number();
+
+/// What a program prints on standard error when parse_options() refused its options: the error
+/// and one line that points at --help ("name: text\nRun 'name --help' to see the options.\n").
+std::string options_error(std::string_view program_name, const courier::error& err);
 
 /// The --help text: the usage line of a client or a server and every option, the program's own too.
 std::string options_help(std::string_view program_name, const extra_options& extra = {},

@@ -42,7 +42,7 @@ net::extra_options declare(perf_options& o) {
   return [&o](CLI::App& app) {
     for (const auto& t : perf::all_tests) app.add_flag("--" + std::string(t.name), o.chosen[t.name], std::string(t.help));
     app.add_flag("--all", o.all, "Every test (the default when none is named)");
-    app.add_option("--sec", o.seconds, "Seconds each test runs (default 2; --quick: 0.1)")->check(CLI::PositiveNumber);
+    app.add_option("--sec", o.seconds, "Seconds each test runs (default 2; --quick: 0.1)")->check(net::positive_number());
     app.add_flag("--raw", o.raw, "Also the raw limits of the transport (raw-roundtrip, raw-pipelined, raw-connect), "
                                  "and each test's ratio to its limit");
     app.add_option("--raw-mode", o.raw_mode, "How raw-connect's peer runs each connection: as the server's start mode "
@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
   const auto extra = declare(o);
   auto opts = net::parse_options(argc, argv, "courier-perf", extra);
   if (!opts) {
-    std::fprintf(stderr, "courier-perf: %s\n%s", opts.err().text.c_str(), net::options_help("courier-perf", extra).c_str());
+    std::fprintf(stderr, "%s", net::options_error("courier-perf", opts.err()).c_str());
     return 2;
   }
   if (opts->help) {
