@@ -117,7 +117,11 @@ net::session_factory chat_sessions(courier::actor_ref<rooms> hub) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return net::run_server(argc, argv, {.name = "courier-chat-server"}, [](net::server_context& s) {
+  // The rooms are one actor that every session talks to: they live only where all sessions share
+  // a system, so the program runs its sessions on the pool and refuses --thread, --fork and --spawn.
+  const net::server_program program{
+      .name = "courier-chat-server", .session_modes = true, .supported_modes = {net::session_mode::pool}};
+  return net::run_server(argc, argv, program, [](net::server_context& s) {
     return s.net.serve_sessions(chat_sessions(s.sys.spawn<rooms>()), s.where, s.config);
   });
 }

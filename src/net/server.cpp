@@ -40,6 +40,22 @@ namespace {
 /// Set in the environment of a process --spawn starts: serve the connection on stdin, as the
 /// session of the number it holds.
 constexpr const char* session_on_stdin = "COURIER_SESSION_ON_STDIN";
+/// Beside it: when the acceptor accepted the connection (steady clock, in nanoseconds since its
+/// epoch, which is the boot on Linux: the same in every process), the handshake time-out's start.
+constexpr const char* session_accepted_at = "COURIER_SESSION_ACCEPTED_AT";
+
+using steady = std::chrono::steady_clock;
+
+/// A session as the acceptor numbered it: its number, and when its connection was accepted.
+struct session_ticket {
+  std::uint64_t number = 0;
+  steady::time_point accepted{};
+};
+
+/// A session stops within the grace on its own (its node's stop); the acceptor waits this much
+/// longer for it to end (its last close, its thread's return or its process's exit) before it
+/// calls the session stuck.
+constexpr auto stop_margin = std::chrono::milliseconds(1000);
 
 /// What a kept --fork process says on its control socket: it took the connection handed to it
 /// (the acceptor lets go of its copy), or its session ended (it may wait for the next).
@@ -60,17 +76,18 @@ class session_runner {
  public:
   enum class started { yes, no, in_forked_child };
   virtual ~session_runner() = default;
-  /// Runs session `number` on `connection` (the runner takes it over, or leaves the caller to
-  /// close its copy). On `no` the connection is untouched, and why_not() says why (the acceptor
-  /// refuses it with that).
-  virtual started start(socket& connection, std::uint64_t number) = 0;
+  /// Runs `session` on `connection` (the runner takes it over, or leaves the caller to close its
+  /// copy). On `no` the connection is untouched, and why_not() says why (the acceptor refuses it
+  /// with that).
+  virtual started start(socket& connection, const session_ticket& session) = 0;
   /// Connections handed to a session's process that ended before it took them: the acceptor
   /// starts them again (taken once: the list is cleared).
-  virtual std::vector<std::pair<socket, std::uint64_t>> take_orphans() { return {}; }
+  virtual std::vector<std::pair<socket, session_ticket>> take_orphans() { return {}; }
   [[nodiscard]] const std::string& why_not() const noexcept { return why_not_; }
   /// The sessions still running, after reaping those that ended.
   virtual std::size_t running() = 0;
-  /// Tells every session to stop and waits up to `grace` for them; false when some did not stop.
+  /// Tells every session to stop and waits up to `grace` (and stop_margin) for them; false when
+  /// some did not stop, and why_not() says what became of them.
   virtual bool stop(std::chrono::milliseconds grace) = 0;
   /// Descriptors of the runner's own the acceptor watches beside its listener (appended to `into`).
   virtual void watch(std::vector<pollfd>& into) { (void)into; }
@@ -133,7 +150,8 @@ class process_runner final : public session_runner {
       if (s.control >= 0) ::close(s.control);
   }
 
-  started start(socket& connection, std::uint64_t number) override {
+  started start(socket& connection, const session_ticket& session) override {
+    const std::uint64_t number = session.number;
     for (auto& s : sessions_) {
       if (s.state != process_state::waiting) continue;
       if (send_descriptor(s.control, connection.fd(), number)) {
@@ -141,7 +159,7 @@ class process_runner final : public session_runner {
         // while it waited) leaves the connection to be started again, not dropped unanswered.
         s.state = process_state::serving;
         s.handed = std::move(connection);
-        s.handed_number = number;
+        s.handed_session = session;
         log_line(log_, log_level::debug, "session " + std::to_string(number) + " handed to process " +
                                              std::to_string(s.process.pid()));
         return started::yes;
@@ -164,7 +182,7 @@ class process_runner final : public session_runner {
         orphans_.clear();
         if (control[0] >= 0) ::close(control[0]);
         child_control_ = control[1];
-        child_number_ = number;
+        child_session_ = session;
         ::close(signals_);
         listening_.abandon();
         sigset_t child_signal;
@@ -182,14 +200,17 @@ class process_runner final : public session_runner {
         why_not_ = start_failure(std::error_code(failed, std::generic_category()), std::string("fork: ") + std::strerror(failed));
         return started::no;
       }
-      sessions_.push_back({child_process(pid), control[0], process_state::serving, socket{}, 0});
+      sessions_.push_back({child_process(pid), control[0], process_state::serving, socket{}, {}});
     } else {
-      auto child = spawn_with_stdio(command_, connection.fd(), {std::string(session_on_stdin) + "=" + std::to_string(number)});
+      const auto accepted_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(session.accepted.time_since_epoch());
+      auto child = spawn_with_stdio(command_, connection.fd(),
+                                    {std::string(session_on_stdin) + "=" + std::to_string(number),
+                                     std::string(session_accepted_at) + "=" + std::to_string(accepted_ns.count())});
       if (!child) {
         why_not_ = start_failure(child.err().code, child.err().describe());
         return started::no;
       }
-      sessions_.push_back({std::move(*child), -1, process_state::serving, socket{}, 0});
+      sessions_.push_back({std::move(*child), -1, process_state::serving, socket{}, {}});
     }
     log_line(log_, log_level::debug, std::string("session process ") + std::to_string(sessions_.back().process.pid()) + " started");
     return started::yes;
@@ -207,20 +228,34 @@ class process_runner final : public session_runner {
 
   bool stop(std::chrono::milliseconds grace) override {
     for (auto& s : sessions_) {
-      close_control(s);  // a waiting process ends at once
+      if (s.state == process_state::waiting) close_control(s);  // it ends at once
       s.process.kill(SIGTERM);
     }
-    const auto until = std::chrono::steady_clock::now() + grace;
-    bool all = true;
+    // Each session stops in order within the grace, then its process exits: waited for that long
+    // and the margin, so a session that needed all its grace is not taken for a stuck one.
+    const auto until = steady::now() + grace + stop_margin;
+    std::size_t killed = 0;
     for (auto& s : sessions_) {
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
-      if (s.process.wait(std::max(left, std::chrono::milliseconds(0))) < 0) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - steady::now());
+      if (s.process.wait(std::max(left, std::chrono::milliseconds(0))) < 0 && !s.process.try_wait()) {
         s.process.kill(SIGKILL);
-        all = false;
+        (void)s.process.wait(std::chrono::milliseconds(-1));
+        ++killed;
       }
+      // Its last words, once it has ended: a connection handed to it that it never said it took
+      // was never served, and is told so rather than closed bare.
+      char word = 0;
+      while (s.control >= 0 && ::recv(s.control, &word, 1, MSG_DONTWAIT) == 1)
+        if (word == connection_taken) s.handed.close();
+      close_control(s);
     }
-    sessions_.clear();  // each is reaped as it goes
-    return all;
+    sessions_.clear();
+    for (auto& [orphan, session] : std::exchange(orphans_, {}))
+      detail::refuse(orphan, static_cast<std::uint32_t>(errc::system_shutdown), "the server is shutting down", log_);
+    if (killed != 0)
+      why_not_ = std::to_string(killed) + " session process(es) did not end within the grace and " +
+                 std::to_string(stop_margin.count()) + " ms more; killed (SIGKILL)";
+    return killed == 0;
   }
 
   void watch(std::vector<pollfd>& into) override {
@@ -254,12 +289,12 @@ class process_runner final : public session_runner {
     }
   }
 
-  std::vector<std::pair<socket, std::uint64_t>> take_orphans() override { return std::exchange(orphans_, {}); }
+  std::vector<std::pair<socket, session_ticket>> take_orphans() override { return std::exchange(orphans_, {}); }
 
   /// In a forked child: its end of the control socket (-1 when it is not to be kept), and its
-  /// session's number.
+  /// session.
   [[nodiscard]] int child_control() const noexcept { return child_control_; }
-  [[nodiscard]] std::uint64_t child_number() const noexcept { return child_number_; }
+  [[nodiscard]] const session_ticket& child_session() const noexcept { return child_session_; }
 
  private:
   enum class process_state : std::uint8_t { serving, waiting, ending };
@@ -268,14 +303,14 @@ class process_runner final : public session_runner {
     int control = -1;  // the acceptor's end of a forked process's control socket
     process_state state = process_state::serving;
     socket handed;  // a connection handed over that the process has not said it took
-    std::uint64_t handed_number = 0;
+    session_ticket handed_session;
   };
 
   // The control socket closes once the process has no more to say: a connection it never took
   // is started again.
   void close_control(session_process& s) {
     if (s.control >= 0) ::close(std::exchange(s.control, -1));
-    if (s.handed) orphans_.emplace_back(std::move(s.handed), s.handed_number);
+    if (s.handed) orphans_.emplace_back(std::move(s.handed), s.handed_session);
   }
 
   session_mode mode_;
@@ -285,9 +320,9 @@ class process_runner final : public session_runner {
   listener& listening_;
   std::size_t kept_;
   std::vector<session_process> sessions_;
-  std::vector<std::pair<socket, std::uint64_t>> orphans_;
+  std::vector<std::pair<socket, session_ticket>> orphans_;
   int child_control_ = -1;
-  std::uint64_t child_number_ = 0;
+  session_ticket child_session_;
 };
 
 /// How long a session's thread looks for work before it sleeps in poll.
@@ -315,8 +350,9 @@ std::shared_ptr<detail::receive_memory> process_budget(const options& opts) {
 /// node: the session's actors and its connection run here until the connection ends, `stop` is
 /// set, or `stop_signals` (a signalfd, or -1) turns readable; then the node stops within the
 /// grace. False when the serve callback failed (logged).
-bool serve_session_here(const session_setup& setup, const endpoint& where, std::uint64_t number,
+bool serve_session_here(const session_setup& setup, const endpoint& where, const session_ticket& session,
                         const std::atomic<bool>* stop, int stop_signals, std::string& why_not) {
+  const std::uint64_t number = session.number;
   courier::system sys(courier::config::embedded());
   node net(sys);
   if (number != 0) net.number_sessions_from(number);  // 0: the only session of a pipe server
@@ -324,6 +360,7 @@ bool serve_session_here(const session_setup& setup, const endpoint& where, std::
   connection_config base = setup.program.base;
   if (base.name == connection_config{}.name) base.name = setup.program.name;
   if (!base.log) base.log = setup.log;  // one logger for all the sessions of a process
+  base.accepted_at = session.accepted;  // the handshake time-out counts from the accept
   const connection_config cfg = config_from(setup.opts, base);
   server_context context{sys, net, setup.opts, where, cfg, setup.mode};
   auto served = setup.serve(context);
@@ -364,7 +401,7 @@ bool serve_session_here(const session_setup& setup, const endpoint& where, std::
 /// Serves the session on `fd` (where names it) as serve_session_here does; a session that cannot
 /// start (out of descriptors, threads or memory, or a serve callback that failed) is refused on its
 /// connection with ERROR 260 and why, and logged: no failure of one session's start ends the process.
-bool serve_or_refuse(const session_setup& setup, int fd, const endpoint& where, std::uint64_t number,
+bool serve_or_refuse(const session_setup& setup, int fd, const endpoint& where, const session_ticket& session,
                      const std::atomic<bool>* stop, int stop_signals) noexcept {
   // The session's socket takes `fd` over once it is made, and closes it; a failure before that
   // leaves it open. The inode tells which: once closed, the number may already name another
@@ -372,7 +409,7 @@ bool serve_or_refuse(const session_setup& setup, int fd, const endpoint& where, 
   const ino_t ours = inode_of(fd);
   std::string why;
   try {
-    if (serve_session_here(setup, where, number, stop, stop_signals, why)) return true;
+    if (serve_session_here(setup, where, session, stop, stop_signals, why)) return true;
   } catch (const std::system_error& e) {
     why = start_failure(e.code(), e.what());
   } catch (const std::bad_alloc&) {
@@ -415,12 +452,12 @@ class thread_runner final : public session_runner {
       if (s.thread.joinable()) s.thread.detach();  // only those stop() gave up on
   }
 
-  started start(socket& connection, std::uint64_t number) override {
+  started start(socket& connection, const session_ticket& session) override {
     serving_.fetch_add(1, std::memory_order_relaxed);
     {
       std::lock_guard lock(handover_);
       if (waiting_ > handed_.size()) {
-        handed_.emplace_back(connection.release(), number);
+        handed_.emplace_back(connection.release(), session);
         next_.notify_one();
         return started::yes;
       }
@@ -429,8 +466,8 @@ class thread_runner final : public session_runner {
     try {
       auto& s = threads_.emplace_back();
       try {
-        s.thread = std::thread([this, &s, fd, number] {
-          serve_sessions(fd, number);
+        s.thread = std::thread([this, &s, fd, session] {
+          serve_sessions(fd, session);
           s.done.store(true, std::memory_order_release);
         });
       } catch (...) {
@@ -470,10 +507,12 @@ class thread_runner final : public session_runner {
     next_.notify_all();
     // Each session stops its connection within the grace; a handler that never returns keeps
     // its thread, which is left behind (and reported) rather than waited for.
-    const auto until = std::chrono::steady_clock::now() + grace + std::chrono::milliseconds(500);
-    while (!threads_ended() && std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    return threads_ended();
+    const auto until = steady::now() + grace + stop_margin;
+    while (!threads_ended() && steady::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (threads_ended()) return true;
+    why_not_ = std::to_string(threads_.size()) + " session thread(s) did not end within the grace and " +
+               std::to_string(stop_margin.count()) + " ms more (a handler that does not return); abandoned";
+    return false;
   }
 
  private:
@@ -489,9 +528,9 @@ class thread_runner final : public session_runner {
 
   /// Serves `fd`, then the connections handed to this thread while it waits, until it is not
   /// wanted as a waiting thread or the server stops.
-  void serve_sessions(int fd, std::uint64_t number) noexcept {
+  void serve_sessions(int fd, session_ticket session) noexcept {
     for (;;) {
-      run_session(fd, number);
+      run_session(fd, session);
       serving_.fetch_sub(1, std::memory_order_release);
       std::unique_lock lock(handover_);
       if (waiting_ >= kept_threads_) return;
@@ -503,16 +542,16 @@ class thread_runner final : public session_runner {
       next_.wait(lock, [&] { return !handed_.empty() || stopping_.load(std::memory_order_relaxed); });
       --waiting_;
       if (handed_.empty()) return;  // stopping, with nothing handed over
-      std::tie(fd, number) = handed_.back();
+      std::tie(fd, session) = handed_.back();
       handed_.pop_back();
     }
   }
 
-  void run_session(int fd, std::uint64_t number) noexcept {
+  void run_session(int fd, const session_ticket& session) noexcept {
     endpoint where;
     where.descriptor = fd;
     const session_setup setup{program_, opts_, serve_, log_, session_mode::thread, memory_};
-    (void)serve_or_refuse(setup, fd, where, number, &stopping_, -1);
+    (void)serve_or_refuse(setup, fd, where, session, &stopping_, -1);
   }
 
   const server_program& program_;
@@ -525,7 +564,7 @@ class thread_runner final : public session_runner {
   std::atomic<std::size_t> serving_{0};  // sessions started and not yet ended
   std::mutex handover_;
   std::condition_variable next_;     // a connection handed over, or the server stopping
-  std::vector<std::pair<int, std::uint64_t>> handed_;  // connections (and their numbers) for waiting threads
+  std::vector<std::pair<int, session_ticket>> handed_;  // connections (and their sessions) for waiting threads
   std::size_t waiting_ = 0;          // threads waiting for a connection
   std::list<session_thread> threads_;  // a list: each thread holds a reference to its entry
 };
@@ -542,7 +581,7 @@ struct kept_runners {
 /// (session `forked.number`; `forked.control` is its control socket when it may be kept).
 struct forked_session {
   int control = -1;
-  std::uint64_t number = 0;
+  session_ticket session;
 };
 std::optional<int> accept_sessions(int argc, const char* const* argv, const server_program& program,
                                    const options& opts, session_mode mode, const kept_runners& kept,
@@ -586,21 +625,30 @@ std::optional<int> accept_sessions(int argc, const char* const* argv, const serv
   if (!opts.silent)
     std::fprintf(stderr, "%s: serving on %s (a %s per session)\n", name, listening->describe().c_str(),
                  mode == session_mode::thread ? "thread" : "process");
+  // What a new user learned only from a comment: an actor the serve callback spawns (a chat's
+  // room) is then per session.
+  log_line(log, log_level::warning,
+           std::string("--") + to_string(mode) +
+               (mode == session_mode::thread
+                    ? ": each session has a system of its own; sessions share only what the process holds outside "
+                      "the systems (what the serve callback makes is per session)"
+                    : ": each session has a process of its own; sessions share nothing (what the serve callback "
+                      "makes is per session)"));
 
   int spare = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // given up to refuse while out of descriptors
   std::uint64_t sessions_started = 0;  // the sessions' numbers: the server's, across its threads or processes
-  // Starts session `number` on `connection`, or refuses it with why. False in a forked child.
-  const auto start_session = [&](socket& connection, std::uint64_t number) {
+  // Starts `session` on `connection`, or refuses it with why. False in a forked child.
+  const auto start_session = [&](socket& connection, const session_ticket& session) {
     if (opts.max_connections != 0 && runner->running() >= opts.max_connections) {
       detail::refuse(connection, static_cast<std::uint32_t>(errc::system_shutdown),
                      "too many connections (this server serves at most " + std::to_string(opts.max_connections) + ")",
                      log);
       return true;
     }
-    const auto started = runner->start(connection, number);
+    const auto started = runner->start(connection, session);
     if (started == session_runner::started::in_forked_child) {
       if (spare >= 0) ::close(spare);
-      forked = {processes->child_control(), processes->child_number()};
+      forked = {processes->child_control(), processes->child_session()};
       return false;
     }
     if (started == session_runner::started::no) {
@@ -636,13 +684,13 @@ std::optional<int> accept_sessions(int argc, const char* const* argv, const serv
         continue;
       }
       if (!accepted) break;  // none waiting (or a failure of this one connection: the next poll goes on)
-      if (!start_session(*accepted, ++sessions_started)) return std::nullopt;
+      if (!start_session(*accepted, {++sessions_started, steady::now()})) return std::nullopt;
     }
     runner->running();  // reap what ended (SIGCHLD, or a thread's session)
-    for (auto& [orphan, number] : runner->take_orphans()) {
-      log_line(log, log_level::warning, "session " + std::to_string(number) +
+    for (auto& [orphan, session] : runner->take_orphans()) {
+      log_line(log, log_level::warning, "session " + std::to_string(session.number) +
                                             ": its process ended before it took the connection; started again");
-      if (!start_session(orphan, number)) return std::nullopt;
+      if (!start_session(orphan, session)) return std::nullopt;
     }
   }
   // Stop: no new sessions, the socket file gone, every session told and given the grace. The
@@ -653,7 +701,7 @@ std::optional<int> accept_sessions(int argc, const char* const* argv, const serv
   ::close(signals);
   if (spare >= 0) ::close(spare);
   if (!runner->stop(program.grace)) {
-    log_line(log, log_level::error, "some sessions did not stop within the grace; they were abandoned");
+    log_line(log, log_level::error, runner->why_not());
     if (mode == session_mode::thread) {
       // Their threads still run handlers that reach into this frame: end the process here.
       std::fflush(nullptr);
@@ -661,6 +709,10 @@ std::optional<int> accept_sessions(int argc, const char* const* argv, const serv
     }
   }
   return 0;
+}
+
+bool supports(const server_program& program, session_mode mode) noexcept {
+  return program.supported_modes.contains(mode);
 }
 
 }  // namespace
@@ -682,12 +734,23 @@ int run_server(int argc, const char* const* argv, const server_program& program,
   extra_options extra = program.extra;
   if (program.session_modes) {
     extra = [&, own = program.extra](CLI::App& app) {
+      const auto unless_supported = [&](session_mode m) {
+        return supports(program, m) ? std::string() : std::string(" (not supported by this program)");
+      };
       auto* pool = app.add_flag("--pool", pool_mode,
-                                "Sessions on the shared workers of this process (the default on uds and tcp; over pipe, "
-                                "without it, the one session runs on the main thread)");
-      auto* thread = app.add_flag("--thread", thread_mode, "A thread per session, for handlers that block (uds and tcp)");
-      auto* forked = app.add_flag("--fork", fork_mode, "A process per session, forked (uds and tcp)");
-      auto* spawned = app.add_flag("--spawn", spawn_mode, "A process per session, this program started again (uds and tcp)");
+                                "Sessions on the shared workers of this process, sharing all it holds (the default on "
+                                "uds and tcp; over pipe, without it, the one session runs on the main thread)" +
+                                    unless_supported(session_mode::pool));
+      auto* thread = app.add_flag("--thread", thread_mode,
+                                  "A thread per session with a system of its own, for handlers that block; sessions "
+                                  "share only what the process holds outside the systems (uds and tcp)" +
+                                      unless_supported(session_mode::thread));
+      auto* forked = app.add_flag("--fork", fork_mode,
+                                  "A process per session, forked; sessions share nothing (uds and tcp)" +
+                                      unless_supported(session_mode::fork));
+      auto* spawned = app.add_flag("--spawn", spawn_mode,
+                                   "A process per session, this program started again; sessions share nothing (uds "
+                                   "and tcp)" + unless_supported(session_mode::spawn));
       const std::vector<CLI::Option*> modes{pool, thread, forked, spawned};
       for (auto* a : modes)
         for (auto* b : modes)
@@ -717,6 +780,17 @@ int run_server(int argc, const char* const* argv, const server_program& program,
                       : fork_mode ? session_mode::fork
                       : spawn_mode ? session_mode::spawn
                                    : session_mode::pool;
+  if (!supports(program, mode)) {
+    std::string supported;
+    for (const session_mode m : {session_mode::pool, session_mode::thread, session_mode::fork, session_mode::spawn})
+      if (supports(program, m)) supported += std::string(supported.empty() ? "" : ", ") + "--" + to_string(m);
+    std::fprintf(stderr,
+                 "%s: --%s is not supported (this program runs with %s): each session would get a %s of its own, "
+                 "and this program's sessions share what its serve callback makes\n",
+                 program.name.c_str(), to_string(mode), supported.c_str(),
+                 mode == session_mode::thread ? "system" : "process");
+    return 2;
+  }
   server_signals signals;  // before any thread starts: they inherit the blocked mask
   // A process per session serves its one connection on stdin, as a pipe server does.
   endpoint where = opts->where;
@@ -724,8 +798,11 @@ int run_server(int argc, const char* const* argv, const server_program& program,
   forked_session session;  // a forked process's number, and its control socket when it may be kept
   std::shared_ptr<const log_hook> session_log;
   if (const char* number = std::getenv(session_on_stdin); number != nullptr) {
-    session.number = std::strtoull(number, nullptr, 10);
+    session.session.number = std::strtoull(number, nullptr, 10);
+    if (const char* at = std::getenv(session_accepted_at); at != nullptr)
+      session.session.accepted = steady::time_point(std::chrono::nanoseconds(std::strtoll(at, nullptr, 10)));
     ::unsetenv(session_on_stdin);
+    ::unsetenv(session_accepted_at);
     session_process = true;
   } else if (program.session_modes && where.kind == endpoint::kind_t::pipe && !pool_mode) {
     // Over pipe the client starts a process per connection: its one session is served as a
@@ -749,7 +826,7 @@ int run_server(int argc, const char* const* argv, const server_program& program,
     const int stop_fd = ::signalfd(-1, &stop_signals, SFD_CLOEXEC | SFD_NONBLOCK);
     const session_setup setup{program, *opts, serve, session_log ? session_log : log_for(*opts, program.name), mode,
                               process_budget(*opts)};
-    bool served = serve_or_refuse(setup, 0, endpoint{}, session.number, nullptr, stop_fd);
+    bool served = serve_or_refuse(setup, 0, endpoint{}, session.session, nullptr, stop_fd);
     // A forked process asks for the next session once its own ended; the acceptor hands it a
     // connection, or closes the socket when enough processes wait already.
     while (served && session.control >= 0) {
@@ -760,13 +837,14 @@ int run_server(int argc, const char* const* argv, const server_program& program,
       do ready = ::poll(watch, stop_fd >= 0 ? 2 : 1, -1);
       while (ready < 0 && errno == EINTR);  // SIGCHLD is not blocked here: a program's helper may end
       if (ready <= 0 || (watch[1].revents & POLLIN) != 0) break;  // stopped: a connection handed now is started again
-      const int next = receive_descriptor(session.control, &session.number);
+      const int next = receive_descriptor(session.control, &session.session.number);
+      session.session.accepted = steady::now();  // handed over as soon as it was accepted
       if (next < 0) break;
       const bool moved = ::dup2(next, 0) == 0;
       ::close(next);
       if (!moved) break;
       if (::send(session.control, &connection_taken, 1, MSG_NOSIGNAL) != 1) break;  // the acceptor lets go of it
-      served = serve_or_refuse(setup, 0, endpoint{}, session.number, nullptr, stop_fd);
+      served = serve_or_refuse(setup, 0, endpoint{}, session.session, nullptr, stop_fd);
     }
     if (stop_fd >= 0) ::close(stop_fd);
     if (forked) {

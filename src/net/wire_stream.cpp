@@ -31,6 +31,7 @@ wire::engine_config engine_config_of(const connection_config& cfg) {
   s.local.max_frame_size = cfg.limits.max_frame_size;
   s.lim = cfg.limits;
   s.handshake_timeout = cfg.handshake_timeout;
+  s.handshake_from = cfg.accepted_at;
   s.ping_interval = cfg.ping_interval;
   s.dead_after_intervals = cfg.dead_after_intervals;
   s.close_timeout = cfg.close_timeout;

@@ -547,7 +547,7 @@ engine_state engine::tick(clock::time_point now, out_buffer& out) {
     received_ = false;
   }
   if (state_ == engine_state::handshaking) {
-    if (cfg_.handshake_timeout.count() > 0 && now - started_at_ >= cfg_.handshake_timeout)
+    if (cfg_.handshake_timeout.count() > 0 && now - handshake_from() >= cfg_.handshake_timeout)
       time_out(&out, static_cast<std::uint32_t>(errc::bad_handshake),
                "no handshake from the peer within " + ms(cfg_.handshake_timeout), "no handshake in time");
     return state_;
@@ -602,7 +602,7 @@ engine::clock::time_point engine::next_deadline() const noexcept {
   if (!accepting_input() || !started_) return clock::time_point::max();
   auto d = clock::time_point::max();
   if (state_ == engine_state::handshaking) {
-    if (cfg_.handshake_timeout.count() > 0) d = started_at_ + cfg_.handshake_timeout;
+    if (cfg_.handshake_timeout.count() > 0) d = handshake_from() + cfg_.handshake_timeout;
     return d;
   }
   if (we_closed_) {

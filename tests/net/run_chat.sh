@@ -22,6 +22,14 @@ fail() {
 }
 lines_in() { grep -c '^\[lobby\]' "$1" || true; }
 
+echo "== the chat's sessions share its rooms: it runs with --pool, and refuses the other modes with why"
+for mode in thread fork spawn; do
+  status=0
+  "$bin/courier-chat-server" --$mode --uds --file "$work/refused.sock" 2>"$work/refused.err" || status=$?
+  [ "$status" -eq 2 ] || fail "--$mode: exit status $status, not 2"
+  grep -q -- "--$mode is not supported (this program runs with --pool)" "$work/refused.err" || fail "--$mode: $(cat "$work/refused.err")"
+done
+
 lines=40  # per fast client
 for transport in uds tcp; do
   echo "== chat over $transport"

@@ -759,6 +759,9 @@ TEST_CASE("the log tells of connections, sessions and refusals, as --debug and -
     CHECK(detailed.find("ended: ") != std::string::npos);
     CHECK(detailed.find("warning: refused a connection from " + me) != std::string::npos);
     CHECK(detailed.find("too many connections") != std::string::npos);
+    if (mode == "thread")
+      CHECK(detailed.find("warning: --thread: each session has a system of its own; sessions share only") !=
+            std::string::npos);
 
     const std::string usual = log_of_one_session({"--" + mode});
     INFO(usual);
@@ -767,6 +770,67 @@ TEST_CASE("the log tells of connections, sessions and refusals, as --debug and -
 
     const std::string silent = log_of_one_session({"--" + mode, "--silent"});
     CHECK(silent.empty());
+  }
+}
+
+TEST_CASE("a silent connection's handshake time-out counts from its accept, not from its session's start",
+          "[modes][handshake]") {
+  courier_test::watchdog wd{"session modes: handshake from the accept", 90s};
+  // Each session's serve callback takes 5 s and the handshake time-out is 3 s: counted from the
+  // accept, a silent peer is refused as soon as its session starts (at about 5 s); counted from
+  // the session's start it would be held 8 s. The three servers run side by side.
+  std::vector<std::pair<std::string, started_server>> servers;
+  for (const std::string mode : {"thread", "fork", "spawn"})
+    servers.emplace_back(mode, start_limited_server("export COURIER_TEST_SLOW_START_MS=5000;", "", mode, {"--timeout", "3"}));
+  std::vector<std::unique_ptr<courier_test::peers::raw_peer>> silent;
+  const auto connected = std::chrono::steady_clock::now();
+  for (auto& [mode, server] : servers) silent.push_back(std::make_unique<courier_test::peers::raw_peer>(server.where));
+  for (std::size_t i = 0; i < servers.size(); ++i) {
+    INFO(servers[i].first);
+    std::vector<courier_test::peers::frame> seen;
+    REQUIRE(silent[i]->wait_eof(20s, &seen));
+    const auto held = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - connected);
+    INFO("held " << held.count() << " ms");
+    CHECK(held < 7900ms);  // from the session's start: 8 s and more
+    REQUIRE_FALSE(seen.empty());
+    CHECK(seen.back().kind == courier::wire::kind::error);
+    CHECK(seen.back().code == static_cast<std::uint32_t>(courier::wire::errc::bad_handshake));
+  }
+  for (auto& [mode, server] : servers) {
+    server.process.kill(SIGTERM);
+    CHECK(server.process.wait(courier_test::scaled(20s)) == 0);
+  }
+}
+
+struct sleep_call {  // SLEP: blocks the session's thread for `ms`
+  static constexpr courier::token token{"SLEP"};
+  std::int32_t ms = 0;
+  auto fields() { return std::tie(ms); }
+  auto fields() const { return std::tie(ms); }
+};
+
+TEST_CASE("a session that ends a little after its grace is waited for, not killed or called stuck", "[modes][signals]") {
+  courier_test::watchdog wd{"session modes: the whole grace", 90s};
+  for (const std::string mode : {"fork", "spawn"}) {
+    INFO(mode);
+    const std::string log_file = courier_test::temp_socket_path("grace") + ".txt";
+    auto server = start_logged_server(log_file, {"--" + mode, "--debug", "1"});
+    // A handler holds its session's only thread for 400 ms when SIGTERM comes, and the client
+    // never answers the close: the session sees the stop once the handler returns, then spends
+    // its whole 2 s grace on the close, and its process ends within the acceptor's margin.
+    courier_test::peers::raw_peer busy(server.where);
+    REQUIRE(busy.handshake());
+    REQUIRE(busy.write(courier_test::peers::raw_peer::call_bytes(sleep_call{400}, 1)));
+    std::this_thread::sleep_for(200ms);  // the call has started
+    server.process.kill(SIGTERM);
+    CHECK(server.process.wait(courier_test::scaled(20s)) == 0);
+    CHECK(busy.wait_eof(10s));
+    const std::string log = read_file(log_file);
+    INFO(log);
+    CHECK(log.find("did not end") == std::string::npos);
+    CHECK(log.find("abandoned") == std::string::npos);
+    CHECK(log.find("killed") == std::string::npos);
+    ::unlink(log_file.c_str());
   }
 }
 

@@ -2,7 +2,8 @@
 // (--pool, --thread, --fork, --spawn), with services that tell which process and thread serve the
 // session (PID_, TID_), who the session's peer is and its number (PEER), one that blocks its thread for the
 // milliseconds it is given (SLEP), one that aborts its process (ABRT) and one that makes the process
-// wait the milliseconds it is given after its sessions ended before it exits (LNGR).
+// wait the milliseconds it is given after its sessions ended before it exits (LNGR). With
+// COURIER_TEST_SLOW_START_MS in its environment, each session's serve callback first sleeps that long.
 #include <courier/courier.hpp>
 #include <courier/net/server.hpp>
 #include <courier/net/services.hpp>
@@ -28,6 +29,9 @@ int main(int argc, char** argv) {
   net::server_program program{.name = "courier-test-session-modes-server"};
   program.session_modes = true;
   const int status = net::run_server(argc, argv, program, [](net::server_context& s) {
+    // A session that is slow to start (a loaded host, a program with much to set up).
+    if (const char* ms = std::getenv("COURIER_TEST_SLOW_START_MS"))
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(ms)));
     return s.net.serve_sessions([](const net::peer_info& peer, net::context_ref) {
       auto table = std::make_shared<net::service_table>();
       table->add(courier::token("PID_"), [](net::incoming& call) { call.reply().add(static_cast<std::int64_t>(::getpid())); });

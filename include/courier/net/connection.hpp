@@ -57,6 +57,10 @@ struct connection_config {
   std::size_t mailbox_capacity = 16 * 1024;
   /// A peer that has not completed the handshake by then is disconnected.
   std::chrono::milliseconds handshake_timeout{10'000};
+  /// Server: when the connection was accepted, where that was before the connection starts (a
+  /// session server's acceptor hands it to a thread or a process): the handshake time-out counts
+  /// from then. Default: from the connection's start.
+  std::chrono::steady_clock::time_point accepted_at{};
   /// Client: whether connect() and adopt(), called from a plain thread of a threaded system, wait
   /// for the handshake (so a refused or mismatched server is their error). false: they return
   /// the ref at once, and the first call fails with the handshake's error if it fails; calls made

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <string>
 
 #include "courier/error.hpp"
@@ -27,22 +28,41 @@
 
 namespace courier::net {
 
-/// How a server that serves sessions runs each connection (--pool, --thread, --fork, --spawn).
+/// How a server that serves sessions runs each connection (--pool, --thread, --fork, --spawn),
+/// and so what its sessions share.
 enum class session_mode : std::uint8_t {
-  /// On the shared workers of one process: a session costs an actor and a connection.
+  /// On the shared workers of one process: a session costs an actor and a connection. Sessions
+  /// share everything: one system, one serve callback, its actors (a chat's rooms).
   pool,
   /// A thread per session, which drives a system of its own (config::embedded(): no workers)
   /// with the session's actors and connection: a handler that blocks stalls only its session.
   /// A thread whose session ended may wait for the next one (server_program::kept_threads).
+  /// Sessions share only what the process holds outside the systems (globals, statics): an
+  /// actor the serve callback spawns is the session's alone.
   thread,
   /// A process per session, forked from an acceptor that never starts a system (the pre-fork
   /// acceptor: a fork of a process with running workers would leave the child their locks and
-  /// reactor without the threads); a crash in one session ends only its own process.
+  /// reactor without the threads); a crash in one session ends only its own process. Sessions
+  /// share nothing.
   fork,
   /// A fresh process per session: this program again (posix_spawn), the connection on its stdin.
+  /// Sessions share nothing.
   spawn,
 };
 const char* to_string(session_mode mode) noexcept;
+
+/// A set of start modes: `{session_mode::pool}`, `{session_mode::pool, session_mode::thread}`.
+class session_mode_set {
+ public:
+  constexpr session_mode_set(std::initializer_list<session_mode> modes) noexcept {  // NOLINT(google-explicit-constructor)
+    for (const session_mode m : modes) bits_ |= bit(m);
+  }
+  [[nodiscard]] constexpr bool contains(session_mode m) const noexcept { return (bits_ & bit(m)) != 0; }
+
+ private:
+  static constexpr std::uint8_t bit(session_mode m) noexcept { return static_cast<std::uint8_t>(1u << static_cast<unsigned>(m)); }
+  std::uint8_t bits_ = 0;
+};
 
 /// What a server program is, before its options are parsed.
 struct server_program {
@@ -63,6 +83,10 @@ struct server_program {
   /// client starts a process per connection, the one session is served as a spawned one is (on
   /// the main thread, no workers) unless --pool is given.
   bool session_modes = false;
+  /// Of the start modes, those this program's sessions work in: a program whose sessions share
+  /// state through the serve callback (a chat's room actor) names only pool, and the others are
+  /// refused at start with why. Every mode by default.
+  session_mode_set supported_modes{session_mode::pool, session_mode::thread, session_mode::fork, session_mode::spawn};
   /// In thread mode, how many threads whose session ended wait for the next connection rather
   /// than end (--kept-threads N): a session then costs a waiting thread's wake-up, not a
   /// thread's start and end. Each holds its stack and its allocator's heap, no descriptor.

@@ -86,8 +86,13 @@ struct engine_config {
   /// Our receive limits: what the decoder enforces and the handshake announces. Before the peer's
   /// handshake is accepted the frame size is held to max_first_frame_size (frame_limit()).
   limits lim{};
-  /// The peer must complete its handshake within this time after start() (0: no limit).
+  /// The peer must complete its handshake within this time after start() (0: no limit), or after
+  /// handshake_from when that is set.
   std::chrono::milliseconds handshake_timeout{10000};
+  /// When the transport was connected, if that was before start() (a server that accepted the
+  /// connection on one thread or process and started its engine later): the handshake time-out
+  /// counts from then, so what a silent peer costs is bounded from its accept. Default: start().
+  std::chrono::steady_clock::time_point handshake_from{};
   /// We ping after this much silence from the peer (0: never ping, never declare the peer dead).
   std::chrono::milliseconds ping_interval{10000};
   /// The peer is dead after this many ping intervals without a byte from it, provided that the pings
@@ -402,6 +407,9 @@ class engine {
   std::size_t children_by_us_ = 0;    // open children we opened (our limit: agreed_.max_child_contexts)
   std::uint64_t next_child_id_ = 0;   // the last id we opened (0: none yet)
   clock::time_point started_at_{};
+  clock::time_point handshake_from() const noexcept {
+    return cfg_.handshake_from != clock::time_point{} ? std::min(cfg_.handshake_from, started_at_) : started_at_;
+  }
   clock::time_point last_rx_{};
   clock::time_point last_ping_{};
   clock::time_point last_ping_counted_{};  // when the peer's time to answer the last ping began
