@@ -334,7 +334,7 @@ delegated<reply_type_t<T, std::remove_cvref_t<M>>> actor<Derived, Msgs...>::dele
   const bool full = r == detail::push_result::full;
   if (p != nullptr)
     detail::reply_error(p, full ? error(errc::mailbox_full, "the delegate target's mailbox was full")
-                                : to->refused_request_error("the delegate target had stopped"));
+                                : to->refused_request_error(detail::delegate_refused));
   else
     detail::dead_letter(to->core(), to->id(), typeid(message).name(),
                         full ? dead_letter_reason::mailbox_full : dead_letter_reason::stopped);

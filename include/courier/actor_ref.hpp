@@ -210,9 +210,8 @@ class actor_ref {
   ///
   /// A request to an actor that has stopped, or that stops with the request still queued, fails
   /// with errc::actor_stopped when it stopped normally (`stop()`), else with its exit reason's
-  /// code (stopped_by_request, connection_lost, handler_failed, ...) and text followed by "(the
-  /// target had stopped before the request was sent)" or "(the actor stopped before handling the
-  /// message)". `ask` fails the same way.
+  /// code (stopped_by_request, connection_lost, handler_failed, ...) and text followed by "; the
+  /// request was not sent" or "; the message was not handled". `ask` fails the same way.
   template <class M>
   [[nodiscard]] request_handle<T, std::remove_cvref_t<M>> request(M&& msg, timespan timeout = infinite) const {
     static_assert(detail::check_accepts<T, std::remove_cvref_t<M>>());

@@ -20,16 +20,17 @@ bool actor_base::add_monitor(monitor_link* link) noexcept {
 
 error actor_base::exit_reason() const { return exit_reason_ != nullptr ? *exit_reason_ : error{}; }
 
-error stopped_error(const error* reason, const char* context) {
-  if (reason == nullptr || !*reason) return error(errc::actor_stopped, context);
+error stopped_error(const error* reason, const stop_context& context) {
+  if (reason == nullptr || !*reason) return error(errc::actor_stopped, context.alone);
   std::string text = reason->text.empty() ? reason->code.message() : reason->text;
-  text += " (";
-  text += context;
-  text += ")";
+  text += "; ";
+  text += context.then;
   return error(reason->code, std::move(text));
 }
 
-error actor_base::refused_request_error(const char* context) const {
+error actor_base::refused_request_error() const { return refused_request_error(request_refused); }
+
+error actor_base::refused_request_error(const stop_context& context) const {
   // exit_reason_ is written before terminate closes the mailbox; the acquire load in closed()
   // pairs with close()'s exchange, so a producer that saw the mailbox closed may read it. The
   // other refusal, a self-send from a stopping handler, is on this actor's own thread.
@@ -126,7 +127,7 @@ void actor_base::terminate(const error& reason) noexcept {
   if (reason && exit_reason_ == nullptr) exit_reason_ = new error(reason);
   if (message_header* m = mailbox_.close()) {
     // Built only when something was queued: a normal stop allocates nothing.
-    const error dropped = stopped_error(&reason, "the actor stopped before handling the message");
+    const error dropped = stopped_error(&reason, message_dropped);
     while (m != nullptr) {
       message_header* next = m->next;
       // A dropped request tells its requester; a dropped one-way message is a dead letter.

@@ -605,7 +605,7 @@ class call_client {
         pollfd p{sock_.fd(), POLLOUT, 0};
         (void)::poll(&p, 1, 100);
       } else {
-        return failure{exit_lost, "the connection broke while writing"};
+        return lost("the connection broke while writing");
       }
     }
     out_.clear();
@@ -617,6 +617,12 @@ class call_client {
     const w::engine_failure& why = engine_.failure();
     std::string text = why.text.empty() ? std::string("the connection ended") : why.text;
     if (why.by_peer) text = "the server ended the connection: " + text + " (code " + std::to_string(why.code) + ")";
+    return lost(std::move(text));
+  }
+
+  // The connection is gone (`text` says how it ended here): with a pipe server's exit status
+  // whenever it has exited, however the end showed first (a read, or a write).
+  failure lost(std::string text) {
     if (child_) {
       if (child_->wait(std::chrono::milliseconds(200)) >= 0) text += "; server process " + child_->describe_exit();
     }

@@ -96,7 +96,11 @@ engine::step_result engine::step(out_buffer& out) {
   }
   if (f.code() == errc::need_more) return {};
   if (is_fatal(f.code())) {
-    fail(&out, static_cast<std::uint32_t>(f.code()), f.err().message());
+    std::string text = f.err().message();
+    // Bytes that are no frame at all, from the start: most likely another protocol's peer.
+    if (f.code() == errc::bad_magic && counters_.frames_in == 0)
+      text += std::string(": the peer is not a Courier ") + (role_ == role::initiator ? "server" : "client");
+    fail(&out, static_cast<std::uint32_t>(f.code()), text);
     return {};
   }
   return on_spoiled(f.err(), out);

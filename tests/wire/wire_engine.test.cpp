@@ -631,6 +631,22 @@ TEST_CASE("engine: a handshake reflected back (client @ /bin/cat) is refused whe
   }
 }
 
+TEST_CASE("engine: bytes that are no frame from the start say the peer does not speak Courier") {
+  const auto t0 = w::engine::clock::time_point{} + 1h;
+  const std::string http = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
+  const auto bytes = std::as_bytes(std::span<const char>(http.data(), http.size()));
+  for (const auto& [side, peer] : {std::pair{w::role::initiator, "server"}, std::pair{w::role::acceptor, "client"}}) {
+    INFO(peer);
+    w::engine e(side, w::engine_config{});
+    w::out_buffer out;
+    e.start(out, t0);
+    e.feed(bytes, out, ignore_frames{}, t0);
+    REQUIRE(e.state() == w::engine_state::failed);
+    CHECK(e.failure().code == static_cast<std::uint32_t>(w::errc::bad_magic));
+    CHECK(e.failure().text.find(std::string("the peer is not a Courier ") + peer) != std::string::npos);
+  }
+}
+
 TEST_CASE("handshake: a nonce is written as the eighth item of the handshake_nonce vector, and read back") {
   w::out_buffer out;
   w::handshake_info info;

@@ -136,6 +136,8 @@ struct actor_identity {
   std::atomic<std::uint32_t> refs{1};  // the first reference keeps a running actor alive
 };
 
+struct stop_context;
+
 /// The part of every actor that does not depend on its message list. Allocated 64-byte aligned
 /// so that the mailbox's two halves land on separate cache lines.
 class actor_base {
@@ -253,7 +255,8 @@ class actor_base {
 
   /// What a request fails with when this actor's mailbox refused it because the actor had
   /// stopped (any thread, right after the refusal): see stopped_error.
-  error refused_request_error(const char* context = "the target had stopped before the request was sent") const;
+  error refused_request_error(const stop_context& context) const;
+  error refused_request_error() const;
 
   /// True once the actor has stopped (its monitors have been told). Thread-safe.
   bool has_stopped() const noexcept;
@@ -328,11 +331,24 @@ inline bool actor_base::has_stopped() const noexcept {
   return monitors_.load(std::memory_order_acquire) == monitors_closed;
 }
 
+/// When a message met its target stopped, in words: `alone` is the whole text after a normal
+/// stop; after a stop with a reason, the reason comes first and `then` follows it, so that the
+/// text names one cause, once ("the connection was closed in order; the request was not sent").
+struct stop_context {
+  const char* alone;
+  const char* then;
+};
+inline constexpr stop_context request_refused{"the target had stopped before the request was sent",
+                                              "the request was not sent"};
+inline constexpr stop_context message_dropped{"the actor stopped before handling the message",
+                                              "the message was not handled"};
+inline constexpr stop_context delegate_refused{"the delegate target had stopped", "the request was not delegated"};
+
 /// What a request fails with because its target stopped with `reason`, `context` saying when:
-/// errc::actor_stopped with `context` after a normal stop (no reason), else the reason's code
-/// with "<reason's text, or its code's message> (<context>)", so that a requester learns why
-/// (connection_lost and what the connection saw, not only that the actor is gone).
-error stopped_error(const error* reason, const char* context);
+/// errc::actor_stopped with context.alone after a normal stop (no reason), else the reason's
+/// code with "<reason's text, or its code's message>; <context.then>", so that a requester
+/// learns why (connection_lost and what the connection saw, not only that the actor is gone).
+error stopped_error(const error* reason, const stop_context& context);
 
 /// The system that owns `core`; valid while that system exists.
 courier::system* system_of(const system_core* core) noexcept;

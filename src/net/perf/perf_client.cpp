@@ -168,6 +168,17 @@ int main(int argc, char** argv) {
       auto m = client.run(test, run_for);
       if (!m) {
         std::fprintf(stderr, "courier-perf: --%.*s: %s\n", static_cast<int>(test.size()), test.data(), m.err().describe().c_str());
+        if (m.err() == courier::errc::no_such_service) {
+          // The tests call the services of courier-perf-server (ADD5, SNT_, ...): any other server
+          // lacks them.
+          const char* start = where.kind == net::endpoint::kind_t::tcp   ? "courier-perf-server --tcp --port P"
+                              : where.kind == net::endpoint::kind_t::uds ? "courier-perf-server --uds --file F"
+                                                                          : "courier-perf @ courier-perf-server";
+          std::fprintf(stderr, "courier-perf: the server at %s is not courier-perf-server, whose services the tests call; "
+                               "run '%s' (or --matrix, which starts its own)\n",
+                       to_string(where).c_str(), start);
+          return 1;
+        }
         status = 1;
         continue;
       }
