@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -770,6 +771,42 @@ TEST_CASE("the log tells of connections, sessions and refusals, as --debug and -
 
     const std::string silent = log_of_one_session({"--" + mode, "--silent"});
     CHECK(silent.empty());
+  }
+}
+
+TEST_CASE("connections waiting in the backlog when the acceptor stops are told it is shutting down", "[modes][signals]") {
+  courier_test::watchdog wd{"session modes: backlog at SIGTERM", 120s};
+  for (const std::string mode : {"thread", "fork", "spawn"}) {
+    INFO(mode);
+    const std::string log_file = courier_test::temp_socket_path("backlog") + ".txt";
+    auto server = start_logged_server(log_file, {"--" + mode, "--debug", "1"});
+    const pid_t pid = server.process.pid();
+    // Stopped, as the kernel reports to this process (its parent) once every thread has stopped:
+    // the connections below then wait in the listen backlog, and SIGTERM is read before them.
+    REQUIRE(::kill(pid, SIGSTOP) == 0);
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, WUNTRACED) == pid);
+    REQUIRE(WIFSTOPPED(status));
+    std::vector<std::unique_ptr<courier_test::peers::raw_peer>> peers;
+    for (int i = 0; i < 10; ++i) peers.push_back(std::make_unique<courier_test::peers::raw_peer>(server.where));
+    REQUIRE(::kill(pid, SIGTERM) == 0);
+    REQUIRE(::kill(pid, SIGCONT) == 0);
+    int told = 0;
+    std::string seen;
+    for (auto& p : peers) {
+      auto f = p->next(10s);
+      if (f && f->kind == courier::wire::kind::error && f->code == 260 && f->text.find("shutting down") != std::string::npos)
+        ++told;
+      else if (!f)
+        seen += p->at_eof() ? "end of stream; " : "nothing; ";
+      else
+        seen += "kind " + std::to_string(static_cast<int>(f->kind)) + " code " + std::to_string(f->code) + " " + f->text + "; ";
+    }
+    CHECK(server.process.wait(courier_test::scaled(10s)) == 0);
+    INFO("not told: " << seen);
+    INFO("log: " << read_file(log_file));
+    CHECK(told == 10);
+    ::unlink(log_file.c_str());
   }
 }
 
