@@ -19,7 +19,8 @@ set format y "10^{%L}"
 set ylabel "counts per second (log scale)"
 set grid ytics
 set xtics rotate by -50 scale 0 font "sans,8"
-set key top right
+# Above the plot, in one row: inside it the key covered the tallest bars.
+set key outside top center horizontal
 plot datafile using 2:xtic(1) title "Courier" linecolor rgb "#1f77b4", \
      "" using 3 title "raw limit, same run" linecolor rgb "#aaaaaa", \
-     "" using 4 title "libmsgque (summary, C, 2009)" linecolor rgb "#ff7f0e"
+     "" using 4 title "libmsgque (its 2009 summary: another machine, a scale)" linecolor rgb "#ff7f0e"

@@ -711,7 +711,7 @@ int run(int argc, char** argv) {
     return exit_usage;
   }
   if (opts->help) {
-    std::printf("%s%s", courier::net::options_help("courier-call", extra).c_str(), exit_codes_help);
+    std::printf("%s", courier::net::options_help("courier-call", extra).c_str());  // the footer has the exit codes
     return exit_ok;
   }
   // Reflection is a service of every server: calling it is asking for the list.

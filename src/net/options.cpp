@@ -95,11 +95,13 @@ std::unique_ptr<CLI::App> make_app(std::string_view program_name, parsed& into, 
                                               name);
   declare(*app, into, kind);
   if (extra) extra(*app);
+  const std::string own = app->get_footer();  // the program's, said after the usage
   if (kind == program_kind::client)
     app->footer("A pipe client starts its server itself: " + name + " [options] @ server-program [server-options]");
   else
     app->footer("Serves until SIGINT or SIGTERM: " + name + " --uds --file PATH [options]  or  " + name +
                 " --tcp --port P [options]; a pipe client starts it itself: client @ " + name);
+  if (!own.empty()) app->footer(app->get_footer() + "\n\n" + own);
   return app;
 }
 

@@ -28,7 +28,7 @@ struct perf_options {
   std::map<std::string_view, bool> chosen;  // by test name
   bool all = false, raw = false, matrix = false, quick = false, raw_echo = false;
   double seconds = 2.0;
-  std::string json, chart, server, chart_script;
+  std::string json, chart, server, chart_script, compare;
   std::string raw_mode = "pool";
   std::vector<std::string> modes{"pool"};
 };
@@ -54,12 +54,24 @@ net::extra_options declare(perf_options& o) {
         ->delimiter(',');
     app.add_flag("--quick", o.quick, "Each cell briefly (0.1 s): a smoke run");
     app.add_option("--json", o.json, "--matrix: also write the figures as JSON to FILE")->type_name("FILE");
+    app.add_option("--compare", o.compare, "--matrix: set each figure beside FILE's (the shape --json writes: an "
+                                           "earlier run, or another framework measured on this host)")
+        ->type_name("FILE");
     app.add_option("--chart", o.chart, "--matrix: also draw them (gnuplot, log scale) into FILE.png")->type_name("FILE");
     app.add_option("--chart-script", o.chart_script, "The gnuplot script --chart runs (default: the installed one)")
         ->type_name("FILE");
     app.add_option("--server", o.server, "The courier-perf-server --matrix starts (default: the one beside this program)")
         ->type_name("PATH");
     app.add_flag("--raw-echo", o.raw_echo, "(internal) be the raw limits' echo peer on stdin")->group("");
+    app.footer(
+        "Each test prints '--TEST RATE [COUNT / SECONDS]': COUNT calls (sends, sessions, children) done in SECONDS,\n"
+        "and RATE = COUNT / SECONDS per second. The raw limits are this program's bare echo over the same transport\n"
+        "(one round trip, 64 pipelined, a connect and one round trip), measured in the same run; (x.xx) after a\n"
+        "figure is its ratio to the limit its test is held against. Below 1 is what Courier costs per message. Above 1\n"
+        "is not an error: the bare echo writes one message at a time and sleeps in read for each, while Courier puts\n"
+        "many messages in each write (send, send-and-callback) and looks again before it sleeps (the round trips).\n"
+        "In --matrix, 'libmsgque*' is libmsgque's published summary from another machine (2009): a scale, not a\n"
+        "ratio; --compare FILE sets figures measured on this host beside Courier's.");
   };
 }
 
@@ -123,12 +135,13 @@ int main(int argc, char** argv) {
     for (const auto& name : o.modes) m.modes.push_back(mode_names.at(name));
     m.timeout = opts->timeout;
     m.json_file = o.json;
+    m.compare_file = o.compare;
     m.chart_file = o.chart;
     m.chart_script = o.chart_script.empty() ? default_chart_script() : o.chart_script;
     return perf::run_matrix(m);
   }
-  if (!o.json.empty() || !o.chart.empty() || o.modes.size() != 1 || o.modes[0] != "pool") {
-    std::fprintf(stderr, "courier-perf: --json, --chart and --modes go with --matrix\n");
+  if (!o.json.empty() || !o.chart.empty() || !o.compare.empty() || o.modes.size() != 1 || o.modes[0] != "pool") {
+    std::fprintf(stderr, "courier-perf: --json, --chart, --compare and --modes go with --matrix\n");
     return 2;
   }
 

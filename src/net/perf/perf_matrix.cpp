@@ -176,19 +176,47 @@ std::optional<double> ratio_to_bound(const setup_result& r, std::string_view tes
   return t->second.per_second() / b->second.per_second();
 }
 
-std::optional<double> ratio_to_libmsgque(const setup_result& r, std::string_view test) {
-  const double theirs = libmsgque_per_second(r.where.transport, r.where.mode, test);
-  auto t = r.figures.find(test);
-  if (theirs <= 0 || t == r.figures.end()) return std::nullopt;
-  return t->second.per_second() / theirs;
+/// Figures read from a --compare file, by "transport mode test" (per second), and what it says of
+/// its machine.
+struct compared {
+  std::string machine;
+  std::map<std::string, double, std::less<>> per_second;
+  [[nodiscard]] std::optional<double> ratio(const setup_result& r, std::string_view test) const {
+    auto theirs = per_second.find(r.where.label() + " " + std::string(test));
+    auto ours = r.figures.find(test);
+    if (theirs == per_second.end() || theirs->second <= 0 || ours == r.figures.end()) return std::nullopt;
+    return ours->second.per_second() / theirs->second;
+  }
+};
+
+courier::result<compared> read_compared(const std::string& file) {
+  std::ifstream in(file);
+  if (!in) return courier::error(errc::invalid_argument, "--compare " + file + ": cannot read it");
+  compared out;
+  try {
+    const auto doc = nlohmann::json::parse(in);
+    out.machine = doc.value("machine", std::string("?"));
+    for (const auto& s : doc.at("setups")) {
+      const std::string label = s.at("transport").get<std::string>() + " " + s.at("mode").get<std::string>();
+      for (const auto& [name, f] : s.at("figures").items()) out.per_second[label + " " + name] = f.at("per_second").get<double>();
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return courier::error(errc::invalid_argument, "--compare " + file + ": not the shape --json writes (" + e.what() + ")");
+  }
+  return out;
 }
 
-void print_table(const matrix_options& opts, const std::vector<setup_result>& results) {
+void print_table(const matrix_options& opts, const std::vector<setup_result>& results, const compared* other) {
   std::vector<std::string_view> columns(opts.tests.begin(), opts.tests.end());
   columns.insert(columns.end(), raw_tests.begin(), raw_tests.end());
-  std::printf("\ncourier-perf matrix: counts per second, %.2g s per cell; (x.xx) is the ratio to the raw limit named\n"
-              "under the test, measured in the same run; 'x libmsgque' the ratio to libmsgque's summary (C, 2009)\n\n",
+  std::printf("\ncourier-perf matrix: counts per second, %.2g s per cell. (x.xx) is the ratio to the raw limit named under\n"
+              "the test, this binary's bare echo over the same transport in the same run: below 1 is what Courier costs;\n"
+              "above 1, Courier batched writes or looked again before it slept, where the bare echo sleeps in read for\n"
+              "each message. 'libmsgque*' is libmsgque's published summary (C, an Intel Core2 6600 in 2009): another\n"
+              "machine's figures, a scale and not a ratio; --compare FILE sets figures from this host beside these.\n",
               opts.run_for.count());
+  if (other != nullptr) std::printf("'x compared': the ratio to %s (%s)\n", opts.compare_file.c_str(), other->machine.c_str());
+  std::printf("\n");
   std::printf("%-12s", "setup");
   for (auto c : columns) std::printf(" | %17.*s", static_cast<int>(c.size()), c.data());
   std::printf("\n%-12s", "");
@@ -209,21 +237,30 @@ void print_table(const matrix_options& opts, const std::vector<setup_result>& re
       }
       std::printf(" | %17s", cell.c_str());
     }
-    std::printf("\n%-12s", "x libmsgque");
+    std::printf("\n%-12s", "libmsgque*");
     for (auto c : columns) {
-      char text[16] = "";
-      if (auto q = ratio_to_libmsgque(r, c)) std::snprintf(text, sizeof text, "%.1fx", *q);
-      std::printf(" | %17s", text);
+      const double theirs = libmsgque_per_second(r.where.transport, r.where.mode, c);
+      std::printf(" | %17s", theirs > 0 ? human(theirs).c_str() : "");
+    }
+    if (other != nullptr) {
+      std::printf("\n%-12s", "x compared");
+      for (auto c : columns) {
+        char text[16] = "";
+        if (auto q = other->ratio(r, c)) std::snprintf(text, sizeof text, "%.2fx", *q);
+        std::printf(" | %17s", text);
+      }
     }
     std::printf("\n");
   }
 }
 
-nlohmann::json to_json(const matrix_options& opts, const std::vector<setup_result>& results) {
+nlohmann::json to_json(const matrix_options& opts, const std::vector<setup_result>& results, const compared* other) {
   nlohmann::json doc;
   doc["machine"] = courier_bench::machine_description();
   doc["seconds_per_cell"] = opts.run_for.count();
-  doc["libmsgque"] = "libmsgque's performance summary, C row (Intel Core2 6600, 2009); pool is compared with its thread row";
+  doc["libmsgque"] = "libmsgque's performance summary, C row, measured on another machine (Intel Core2 6600, 2009): "
+                     "a scale, not a ratio; pool is set beside its thread row";
+  if (other != nullptr) doc["compared_with"] = opts.compare_file;
   for (const auto& r : results) {
     nlohmann::json s;
     s["transport"] = net::to_string(r.where.transport);
@@ -232,10 +269,10 @@ nlohmann::json to_json(const matrix_options& opts, const std::vector<setup_resul
       nlohmann::json f{{"count", m.count}, {"seconds", m.seconds}, {"per_second", m.per_second()}};
       if (auto b = bound_of(name); !b.empty()) f["bound"] = std::string(b);
       if (auto q = ratio_to_bound(r, name)) f["ratio_to_bound"] = *q;
-      if (const double theirs = libmsgque_per_second(r.where.transport, r.where.mode, name); theirs > 0) {
+      if (const double theirs = libmsgque_per_second(r.where.transport, r.where.mode, name); theirs > 0)
         f["libmsgque_per_second"] = theirs;
-        f["ratio_to_libmsgque"] = m.per_second() / theirs;
-      }
+      if (other != nullptr)
+        if (auto q = other->ratio(r, name)) f["ratio_to_compared"] = *q;
       s["figures"][name] = std::move(f);
     }
     s["failures"] = r.failures;
@@ -318,6 +355,15 @@ int run_matrix(const matrix_options& opts) {
     for (start_mode m : opts.modes) setups.push_back({t, m});
   const double per_setup = opts.run_for.count() * 1.1 * static_cast<double>(opts.tests.size() + raw_tests.size()) + 0.5;
   std::printf("machine: %s\n", courier_bench::machine_description().c_str());
+  std::optional<compared> other;
+  if (!opts.compare_file.empty()) {
+    auto read = read_compared(opts.compare_file);
+    if (!read) {
+      std::fprintf(stderr, "courier-perf: %s\n", read.err().text.c_str());
+      return 2;
+    }
+    other = std::move(*read);
+  }
   std::vector<setup_result> results;
   bool failed = false;
   for (std::size_t i = 0; i < setups.size(); ++i) {
@@ -330,10 +376,10 @@ int run_matrix(const matrix_options& opts) {
       failed = true;
     }
   }
-  print_table(opts, results);
+  print_table(opts, results, other ? &*other : nullptr);
   if (!opts.json_file.empty()) {
     std::ofstream out(opts.json_file);
-    out << to_json(opts, results).dump(2) << '\n';
+    out << to_json(opts, results, other ? &*other : nullptr).dump(2) << '\n';
     if (!out) {
       std::fprintf(stderr, "courier-perf: cannot write %s\n", opts.json_file.c_str());
       failed = true;

@@ -24,6 +24,9 @@ struct matrix_options {
   std::vector<start_mode> modes;        ///< the server's start modes to run on uds and tcp
   std::chrono::milliseconds timeout{10000};
   std::string json_file, chart_file, chart_script;
+  /// Figures to compare with, cell by cell: a JSON file of --json's shape (an earlier run, or
+  /// another framework measured on this host and written the same way).
+  std::string compare_file;
 };
 
 /// Runs the matrix, prints it; the exit status (1 when a setup failed, each failure named).
