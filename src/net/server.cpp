@@ -242,11 +242,8 @@ class process_runner final : public session_runner {
         (void)s.process.wait(std::chrono::milliseconds(-1));
         ++killed;
       }
-      // Its last words, once it has ended: a connection handed to it that it never said it took
-      // was never served, and is told so rather than closed bare.
-      char word = 0;
-      while (s.control >= 0 && ::recv(s.control, &word, 1, MSG_DONTWAIT) == 1)
-        if (word == connection_taken) s.handed.close();
+      // Once it has ended, a connection handed to it that it never said it took (close_control
+      // reads its last words) was never served, and is told so below rather than closed bare.
       close_control(s);
     }
     sessions_.clear();
@@ -307,9 +304,16 @@ class process_runner final : public session_runner {
   };
 
   // The control socket closes once the process has no more to say: a connection it never took
-  // is started again.
+  // is started again. Its words are read first: a process reaped before the acceptor read its
+  // 't' had taken the connection (and may have served and ended it), which must not be started a
+  // second time.
   void close_control(session_process& s) {
-    if (s.control >= 0) ::close(std::exchange(s.control, -1));
+    if (s.control >= 0) {
+      char word = 0;
+      while (s.handed && ::recv(s.control, &word, 1, MSG_DONTWAIT) == 1)
+        if (word == connection_taken) s.handed.close();
+      ::close(std::exchange(s.control, -1));
+    }
     if (s.handed) orphans_.emplace_back(std::move(s.handed), s.handed_session);
   }
 
@@ -658,6 +662,14 @@ std::optional<int> accept_sessions(int argc, const char* const* argv, const serv
     }
     return true;
   };
+  // True once SIGINT or SIGTERM was read (SIGCHLD is read too: reaping polls each process).
+  const auto stop_asked = [signals] {
+    bool asked = false;
+    signalfd_siginfo info{};
+    while (::read(signals, &info, sizeof info) == static_cast<ssize_t>(sizeof info))
+      if (info.ssi_signo == SIGINT || info.ssi_signo == SIGTERM) asked = true;
+    return asked;
+  };
   std::vector<pollfd> watch;
   for (bool stopping = false; !stopping;) {
     watch.assign({{listening->fd(), POLLIN, 0}, {signals, POLLIN, 0}});
@@ -667,11 +679,14 @@ std::optional<int> accept_sessions(int argc, const char* const* argv, const serv
       continue;
     }
     runner->watched(watch.data() + 2, watch.size() - 2);  // before the accepts: a process may wait for one
-    signalfd_siginfo info{};
-    while (::read(signals, &info, sizeof info) == static_cast<ssize_t>(sizeof info))
-      if (info.ssi_signo == SIGINT || info.ssi_signo == SIGTERM) stopping = true;
-    if (stopping) break;
     for (;;) {
+      // A stop is looked for before each connection: one that comes while this loop drains the
+      // backlog (a session's start takes a while: a spawn, a fork) leaves the rest to be refused
+      // with why, not started and then stopped at once.
+      if (stop_asked()) {
+        stopping = true;
+        break;
+      }
       auto accepted = listening->accept();
       if (!accepted && out_of_descriptors(accepted.err()) && spare >= 0) {
         // The spare descriptor makes room to accept the oldest waiting connection and tell it why,
@@ -686,6 +701,7 @@ std::optional<int> accept_sessions(int argc, const char* const* argv, const serv
       if (!accepted) break;  // none waiting (or a failure of this one connection: the next poll goes on)
       if (!start_session(*accepted, {++sessions_started, steady::now()})) return std::nullopt;
     }
+    if (stopping) break;
     runner->running();  // reap what ended (SIGCHLD, or a thread's session)
     for (auto& [orphan, session] : runner->take_orphans()) {
       log_line(log, log_level::warning, "session " + std::to_string(session.number) +

@@ -571,6 +571,7 @@ TEST_CASE("--fork keeps --kept-processes processes whose session ended for the n
     const auto doomed_pid = pid_of(*doomed);
     auto crashed = doomed->call_wait(courier::token("ABRT"), {}, 5s);
     REQUIRE_FALSE(crashed);
+    INFO("the call failed with: " << crashed.err().describe());
     CHECK(crashed.err() == courier::errc::connection_lost);
     CHECK(courier_test::eventually([&] { return process_gone(doomed_pid); }));
     const auto after_crash = session_pid(server);
