@@ -181,6 +181,8 @@ fi
 echo "== connection failures have their own exit codes"
 expect_error 3 "cannot reach uds $work/nobody.sock" --uds --file "$work/nobody.sock" ADD_ 1 2
 expect_error 4 "reflected" ADD_ 1 2 @ /bin/cat
+# A server that exits at once: its exit status, whether the end showed on a read or on a write.
+for _ in 1 2 3 4 5; do expect_error 4 "server process exited with status 1" ADD_ 1 2 @ /bin/false; done
 expect_error 2 "name a service (TOKEN ARG...) or ask for --list" --uds --file "$work/calc.sock"
 expect_error 2 "--list takes no TOKEN" --uds --file "$work/calc.sock" --list ADD_
 
