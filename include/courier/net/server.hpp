@@ -122,9 +122,10 @@ struct server_context {
 /// kept_processes), or else to a new thread or process (refused with ERROR 260 past
 /// --max-connections, counted in sessions), joins or reaps each thread or process as it ends,
 /// and on SIGINT/SIGTERM stops accepting, removes the socket file, tells the sessions and the
-/// kept threads and processes to stop (SIGTERM to a process) and waits the grace for them (then
-/// SIGKILL; a thread whose handler never returns is abandoned, and the program exits with
-/// status 1).
+/// kept threads and processes to stop (SIGTERM to a process) and waits the grace and 1 s more for
+/// them (then SIGKILL; a thread whose handler never returns is abandoned, and the program exits
+/// with status 1). Connections still waiting to be accepted get ERROR 260 "the server is shutting
+/// down".
 int run_server(int argc, const char* const* argv, const server_program& program,
                const std::function<courier::result<serving>(server_context&)>& serve);
 
