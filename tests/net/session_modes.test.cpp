@@ -853,13 +853,13 @@ TEST_CASE("a session that ends a little after its grace is waited for, not kille
     INFO(mode);
     const std::string log_file = courier_test::temp_socket_path("grace") + ".txt";
     auto server = start_logged_server(log_file, {"--" + mode, "--debug", "1"});
-    // A handler holds its session's only thread for 400 ms when SIGTERM comes, and the client
+    // A handler holds its session's only thread for 300 ms when SIGTERM comes, and the client
     // never answers the close: the session sees the stop once the handler returns, then spends
     // its whole 2 s grace on the close, and its process ends within the acceptor's margin.
     courier_test::peers::raw_peer busy(server.where);
     REQUIRE(busy.handshake());
-    REQUIRE(busy.write(courier_test::peers::raw_peer::call_bytes(sleep_call{400}, 1)));
-    std::this_thread::sleep_for(200ms);  // the call has started
+    REQUIRE(busy.write(courier_test::peers::raw_peer::call_bytes(sleep_call{300}, 1)));
+    std::this_thread::sleep_for(100ms);  // the call has started
     server.process.kill(SIGTERM);
     CHECK(server.process.wait(courier_test::scaled(20s)) == 0);
     CHECK(busy.wait_eof(10s));
