@@ -109,12 +109,12 @@ courier::error invalid(std::string text) { return {errc::invalid_argument, std::
 
 /// Checks that say what a number must be, in words: CLI11's PositiveNumber names the range
 /// "0.000000 to 1797693134862315..." (309 digits), and its NonNegativeNumber likewise.
-CLI::Validator number_from(double least, bool inclusive, const char* said) {
+CLI::Validator number_check(bool zero_allowed, const char* said) {
   return CLI::Validator(
-      [least, inclusive, said](std::string& text) -> std::string {
+      [zero_allowed, said](std::string& text) -> std::string {
         double value = 0;
         if (!CLI::detail::lexical_cast(text, value)) return "'" + text + "' is not a number";
-        if (inclusive ? value < least : value <= least) return "must be " + std::string(said) + " (not " + text + ")";
+        if (zero_allowed ? value < 0 : value <= 0) return "must be " + std::string(said) + " (not " + text + ")";
         return {};
       },
       "", "");
@@ -156,8 +156,6 @@ courier::result<options> parse_options(int argc, const char* const* argv, std::s
       options wanted;
       wanted.help = true;
       return wanted;
-    } catch (const CLI::ExtrasError& e) {
-      return invalid(unknown_words(app->remaining()));
     } catch (const CLI::ParseError& e) {
       // An unknown option is named first: "--file requires --uds" would hide a mistyped --udss.
       if (!app->remaining().empty()) return invalid(unknown_words(app->remaining()));
@@ -204,12 +202,12 @@ courier::result<options> parse_options(int argc, const char* const* argv, std::s
 }
 
 const CLI::Validator& positive_number() {
-  static const CLI::Validator check = number_from(0, false, "a number greater than 0");
+  static const CLI::Validator check = number_check(false, "a number greater than 0");
   return check;
 }
 
 const CLI::Validator& non_negative_number() {
-  static const CLI::Validator check = number_from(0, true, "0 or a number greater than 0");
+  static const CLI::Validator check = number_check(true, "0 or a number greater than 0");
   return check;
 }
 

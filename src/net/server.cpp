@@ -349,7 +349,7 @@ std::shared_ptr<detail::receive_memory> process_budget(const options& opts) {
   return std::make_shared<detail::receive_memory>(opts.max_memory);
 }
 
-/// Serves one session's connection (`where`, a pipe endpoint), the server's session `number`, on
+/// Serves one session's connection (`where`, a pipe endpoint), the server's `session`, on
 /// the calling thread, with a system of its own that has no workers (config::embedded()) and its
 /// node: the session's actors and its connection run here until the connection ends, `stop` is
 /// set, or `stop_signals` (a signalfd, or -1) turns readable; then the node stops within the
@@ -582,7 +582,7 @@ struct kept_runners {
 /// courier::system in this process (so that a fork is safe), starts each connection as a session
 /// through `runner`, refuses those past --max-connections, and stops on SIGINT or SIGTERM.
 /// Returns the exit status, or nothing in a forked child, which goes on to serve its connection
-/// (session `forked.number`; `forked.control` is its control socket when it may be kept).
+/// (`forked.session`; `forked.control` is its control socket when it may be kept).
 struct forked_session {
   int control = -1;
   session_ticket session;
@@ -727,10 +727,6 @@ std::optional<int> accept_sessions(int argc, const char* const* argv, const serv
   return 0;
 }
 
-bool supports(const server_program& program, session_mode mode) noexcept {
-  return program.supported_modes.contains(mode);
-}
-
 }  // namespace
 
 const char* to_string(session_mode mode) noexcept {
@@ -751,7 +747,7 @@ int run_server(int argc, const char* const* argv, const server_program& program,
   if (program.session_modes) {
     extra = [&, own = program.extra](CLI::App& app) {
       const auto unless_supported = [&](session_mode m) {
-        return supports(program, m) ? std::string() : std::string(" (not supported by this program)");
+        return program.supported_modes.contains(m) ? std::string() : std::string(" (not supported by this program)");
       };
       auto* pool = app.add_flag("--pool", pool_mode,
                                 "Sessions on the shared workers of this process, sharing all it holds (the default on "
@@ -796,10 +792,10 @@ int run_server(int argc, const char* const* argv, const server_program& program,
                       : fork_mode ? session_mode::fork
                       : spawn_mode ? session_mode::spawn
                                    : session_mode::pool;
-  if (!supports(program, mode)) {
+  if (!program.supported_modes.contains(mode)) {
     std::string supported;
     for (const session_mode m : {session_mode::pool, session_mode::thread, session_mode::fork, session_mode::spawn})
-      if (supports(program, m)) supported += std::string(supported.empty() ? "" : ", ") + "--" + to_string(m);
+      if (program.supported_modes.contains(m)) supported += std::string(supported.empty() ? "" : ", ") + "--" + to_string(m);
     std::fprintf(stderr,
                  "%s: --%s is not supported (this program runs with %s): each session would get a %s of its own, "
                  "and this program's sessions share what its serve callback makes\n",

@@ -50,15 +50,9 @@ wire_stream::wire_stream(socket sock, wire::role role, const connection_config& 
   if (cfg_.socket_buffer_size != 0 && sock_) {
     if (auto ok = set_buffer_size(sock_, cfg_.socket_buffer_size); !ok) finish(ok.err());
   }
-  // The resident block is not counted against the endpoint's receive memory: an idle connection
-  // holds none of the budget (--max-connections bounds what the resident blocks take together).
-  if (wire::shared_block* b = wire::shared_block::try_make(cfg_.read_chunk)) {
-    blocks_.push_back(wire::block_ref::adopt(b));
-    ++stats_.read_blocks;
-    cur_ = b;
-  } else {
-    finish(courier::error(errc::connection_lost, "no memory for a receive block"));
-  }
+  // The resident block is left out of the endpoint's receive memory: an idle connection holds
+  // none of the budget (--max-connections bounds what the resident blocks take together).
+  cur_ = new_block(cfg_.read_chunk, cfg_.read_chunk);
 }
 
 wire_stream::~wire_stream() {
@@ -232,15 +226,15 @@ wire::shared_block* wire_stream::free_block(std::size_t need) {
   return new_block(large ? need : cfg_.read_chunk);
 }
 
-// A new receive block, counted against the endpoint's receive memory; `replaces` is the size of a
-// counted block it takes the place of (dropped uncounted once its bytes are copied), so only the
-// difference is reserved: a frame that grows its block is counted at its block's size, not at the
-// old and the new block together. Past that budget, or when the allocation fails, the connection
+// A new receive block, counted against the endpoint's receive memory but for `uncounted` bytes of
+// it: those of a counted block it takes the place of (dropped uncounted once its bytes are
+// copied), so that a frame that grows its block is counted at its block's size, not at the old and
+// the new block together; or all of it, for the resident block. Past that budget, or when the allocation fails, the connection
 // ends (a fatal ERROR 260 tells the peer why): a peer must not be able to take the process down by
 // the sizes it announces.
-wire::shared_block* wire_stream::new_block(std::size_t capacity, std::size_t replaces) {
-  const std::size_t reserve = capacity > replaces ? capacity - replaces : 0;
-  if (memory_) {
+wire::shared_block* wire_stream::new_block(std::size_t capacity, std::size_t uncounted) {
+  const std::size_t reserve = capacity > uncounted ? capacity - uncounted : 0;
+  if (memory_ && reserve != 0) {
     const std::size_t before = memory_->used.fetch_add(reserve, std::memory_order_relaxed);
     if (before + reserve > memory_->limit) {
       memory_->used.fetch_sub(reserve, std::memory_order_relaxed);

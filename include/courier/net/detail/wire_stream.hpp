@@ -160,7 +160,7 @@ class wire_stream {
   enum class room : std::uint8_t { ready, stalled, failed };
   room make_room();
   wire::shared_block* free_block(std::size_t need);
-  wire::shared_block* new_block(std::size_t capacity, std::size_t replaces = 0);
+  wire::shared_block* new_block(std::size_t capacity, std::size_t uncounted = 0);
   void drop_block(wire::shared_block* b, bool counted = true);
   std::size_t pending_frame_size() const noexcept;
   /// Our limits, with the frame size the engine accepts now (smaller before the handshake).
