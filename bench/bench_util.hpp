@@ -119,7 +119,7 @@ inline options parse_options(int argc, char** argv, const std::string& descripti
   return o;
 }
 
-/// The workloads' sizes (issue 2), shared by the Courier and CAF sides.
+/// The workloads' sizes, shared by the Courier and CAF sides.
 struct workload_sizes {
   std::size_t w1_messages, w2_round_trips, w3_per_sender, w3_senders, w4_actors, w5_actors, w5_hops, floor_messages,
       w8_requests, w6_leaves;

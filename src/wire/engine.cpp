@@ -73,7 +73,7 @@ engine::engine(role r, const engine_config& cfg, buffer_hooks hooks)
   cfg_.local.max_depth = cfg.lim.max_depth;
   cfg_.local.max_child_contexts = cfg.max_child_contexts;
   // peer_name views the caller's memory: keep a copy that lives as long as the engine (start() points the
-  // view at it, so a engine that was moved still sends its name).
+  // view at it, so an engine that was moved still sends its name).
   local_name_.assign(cfg.local.peer_name);
   cfg_.local.peer_name = {};
 }

@@ -84,7 +84,7 @@ TEST_CASE("alloc: decoding, whole or split across chunks, allocates nothing once
   CHECK(sum != 0);
 }
 
-TEST_CASE("alloc: a engine in steady state allocates nothing per frame (calls, replies, pings, split reads)") {
+TEST_CASE("alloc: an engine in steady state allocates nothing per frame (calls, replies, pings, split reads)") {
   struct sink {
     std::uint64_t n = 0;
     void on_frame(const w::frame_view& f) { n += f.transaction_id(); }

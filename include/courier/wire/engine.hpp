@@ -28,7 +28,7 @@
 ///   - tick(now, out) at next_deadline() (a one-shot timer, re-armed after each tick) for the time-outs
 ///     (handshake, keepalive ping, dead peer, close); feed(..., now) and note_received(now) with the
 ///     arrival time of every read, whole frames or not.
-///   - failure() says why a engine failed: the code as on the wire (a wire errc number 1..255, or a
+///   - failure() says why an engine failed: the code as on the wire (a wire errc number 1..255, or a
 ///     runtime number such as 272 connection_lost), the text, whether the peer sent it and whether a
 ///     time-out ended it. It is not courier::error: the wire library does not depend on the runtime.
 ///   - the handler may also have on_bad_reply(std::uint64_t txn, const error&): a reply or error frame
@@ -75,7 +75,7 @@ enum class engine_state : std::uint8_t { handshaking, open, closing, closed, fai
 /// "handshaking", "open", "closing", "closed", "failed".
 [[nodiscard]] const char* to_string(engine_state s) noexcept;
 
-/// What a engine needs to know; the defaults are those of docs/protocol.md section 13.
+/// What an engine needs to know; the defaults are those of docs/protocol.md section 13.
 ///
 /// Thread-safety: a value type.
 struct engine_config {
@@ -112,7 +112,7 @@ struct context_verdict {
   std::string text{};
 };
 
-/// Why a engine failed.
+/// Why an engine failed.
 ///
 /// Thread-safety: a value type.
 struct engine_failure {
@@ -128,7 +128,7 @@ struct engine_failure {
   bool timed_out = false;
 };
 
-/// What went through a engine.
+/// What went through an engine.
 struct engine_counters {
   std::uint64_t frames_in = 0;        // well-formed frames received, of every kind
   std::uint64_t frames_out = 0;       // frames the engine itself wrote (handshake, pong, ping, error, close)
