@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
   program.base.name = "calc-server";
   // Until a signal (or, over pipe, the end of the one connection); then an orderly stop: calls in
   // flight are answered within the node's grace, new ones refused.
-  return courier::net::run_server(argc, argv, program, [](courier::net::server_context& s) {
+  return courier::net::run_server(argc, argv, program, [](courier::net::server_setup& s) {
     return s.net.serve_on(courier::actor_ref<calc::api>(s.sys.spawn<calculator>()), s.where, s.config);
   });
 }

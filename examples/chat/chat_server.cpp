@@ -120,8 +120,8 @@ int main(int argc, char** argv) {
   // The rooms are one actor that every session talks to: they live only where all sessions share
   // a system, so the program runs its sessions on the pool and refuses --thread, --fork and --spawn.
   const net::server_program program{
-      .name = "courier-chat-server", .session_modes = true, .supported_modes = {net::session_mode::pool}};
-  return net::run_server(argc, argv, program, [](net::server_context& s) {
+      .name = "courier-chat-server", .offers_start_modes = true, .supported_modes = {net::start_mode::pool}};
+  return net::run_server(argc, argv, program, [](net::server_setup& s) {
     return s.net.serve_sessions(chat_sessions(s.sys.spawn<rooms>()), s.where, s.config);
   });
 }

@@ -22,7 +22,7 @@ class echoer : public courier::actor<echoer, echo::everything> {
 int main(int argc, char** argv) {
   courier::net::server_program program{.name = "courier-echo-server"};
   program.base.name = "echo-server";
-  return courier::net::run_server(argc, argv, program, [](courier::net::server_context& s) {
+  return courier::net::run_server(argc, argv, program, [](courier::net::server_setup& s) {
     return s.net.serve_on(courier::actor_ref<echo::api>(s.sys.spawn<echoer>()), s.where, s.config);
   });
 }

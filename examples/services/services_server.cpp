@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
   courier::net::server_program program{.name = "courier-services-server"};
   program.base.name = "services-server";
   program.base.max_child_contexts = 64;
-  return courier::net::run_server(argc, argv, program, [](courier::net::server_context& s) {
+  return courier::net::run_server(argc, argv, program, [](courier::net::server_setup& s) {
     // The parent context is an actor of its own: every connection hands it its calls, so the
     // services' state is the one actor's, whichever worker runs each connection. Children the
     // clients open come from the table's factory, each served on its connection.

@@ -44,7 +44,6 @@ constexpr int exit_refused = 4;       // the handshake failed or the server refu
 constexpr int exit_timeout = 5;       // no answer within --timeout
 constexpr int exit_lost = 6;          // the connection broke, or the peer broke the protocol
 
-constexpr courier::token reflection_token{"$SVC"};
 
 const char* const exit_codes_help =
     "Exit status: 0 the call was answered (or --list printed); 1 the server answered with an ERROR\n"
@@ -63,7 +62,7 @@ struct failure {
 // ---- signatures (docs/protocol.md section 15) ---------------------------------------------------
 
 struct type_node {
-  enum class kind_t : std::uint8_t { scalar, string, binary, list, record } kind = kind_t::scalar;
+  enum class shape : std::uint8_t { scalar, string, binary, list, record } kind = shape::scalar;
   w::item_type scalar = w::item_type::none;
   std::size_t count = 0;            // list of N T: N; 0 for any number
   std::vector<type_node> children;  // list: the element type; record: the fields
@@ -97,7 +96,7 @@ struct signature_parser {
   std::optional<type_node> type() {
     type_node t;
     if (eat("list of ")) {
-      t.kind = type_node::kind_t::list;
+      t.kind = type_node::shape::list;
       if (at < text.size() && std::isdigit(static_cast<unsigned char>(text[at]))) {
         const std::string_view n = word();
         std::from_chars(n.data(), n.data() + n.size(), t.count);
@@ -109,13 +108,13 @@ struct signature_parser {
       return t;
     }
     if (eat("record")) {
-      t.kind = type_node::kind_t::record;
+      t.kind = type_node::shape::record;
       if (!fields(t)) return std::nullopt;
       return t;
     }
     const std::string_view name = word();
-    if (name == "string") t.kind = type_node::kind_t::string;
-    else if (name == "binary") t.kind = type_node::kind_t::binary;
+    if (name == "string") t.kind = type_node::shape::string;
+    else if (name == "binary") t.kind = type_node::shape::binary;
     else if (auto s = scalar_named(name)) t.scalar = *s;
     else return std::nullopt;
     return t;
@@ -141,7 +140,7 @@ struct signature_parser {
 std::optional<type_node> parse_arguments(std::string_view text) {
   signature_parser p{text};
   type_node record;
-  record.kind = type_node::kind_t::record;
+  record.kind = type_node::shape::record;
   if (!p.fields(record) || p.at != text.size()) return std::nullopt;
   return record;
 }
@@ -153,7 +152,7 @@ std::optional<type_node> parse_result(std::string_view text) {
   auto t = p.type();
   if (!t || p.at != text.size()) return std::nullopt;
   type_node record;
-  record.kind = type_node::kind_t::record;
+  record.kind = type_node::shape::record;
   record.children.push_back(std::move(*t));
   record.names.emplace_back();
   return record;
@@ -168,10 +167,10 @@ bool matches(w::reader& r, const type_node& t, std::string& why) {
     return false;
   };
   switch (t.kind) {
-    case type_node::kind_t::scalar: return expect(t.scalar);
-    case type_node::kind_t::string: return expect(w::item_type::string);
-    case type_node::kind_t::binary: return expect(w::item_type::binary);
-    case type_node::kind_t::list: {
+    case type_node::shape::scalar: return expect(t.scalar);
+    case type_node::shape::string: return expect(w::item_type::string);
+    case type_node::shape::binary: return expect(w::item_type::binary);
+    case type_node::shape::list: {
       if (r.peek() != w::item_type::list || !r.begin_list()) return expect(w::item_type::list);
       std::size_t n = 0;
       for (; r.peek() != w::item_type::list_end; ++n)
@@ -185,7 +184,7 @@ bool matches(w::reader& r, const type_node& t, std::string& why) {
       }
       return static_cast<bool>(r.end_list());
     }
-    case type_node::kind_t::record: {
+    case type_node::shape::record: {
       if (r.peek() != w::item_type::list || !r.begin_list()) return expect(w::item_type::list);
       for (const type_node& field : t.children)
         if (!matches(r, field, why)) return false;
@@ -298,12 +297,12 @@ std::string describe_fields(const type_node& record) {
 
 std::string describe_type(const type_node& t) {
   switch (t.kind) {
-    case type_node::kind_t::scalar: return w::to_string(t.scalar);
-    case type_node::kind_t::string: return "string";
-    case type_node::kind_t::binary: return "binary";
-    case type_node::kind_t::list:
+    case type_node::shape::scalar: return w::to_string(t.scalar);
+    case type_node::shape::string: return "string";
+    case type_node::shape::binary: return "binary";
+    case type_node::shape::list:
       return "list of " + (t.count != 0 ? std::to_string(t.count) + " " : std::string()) + describe_type(t.children[0]);
-    case type_node::kind_t::record: return "record" + describe_fields(t);
+    case type_node::shape::record: return "record" + describe_fields(t);
   }
   return "?";
 }
@@ -312,29 +311,29 @@ std::string describe_type(const type_node& t) {
 std::optional<std::string> add_typed(w::frame_writer& out, const type_node& t, std::string_view text) {
   const auto expected = [&] { return "'" + std::string(text) + "' is not of type " + describe_type(t); };
   switch (t.kind) {
-    case type_node::kind_t::scalar:
+    case type_node::shape::scalar:
       if (!add_scalar(out, t.scalar, text)) return expected();
       return std::nullopt;
-    case type_node::kind_t::string:
+    case type_node::shape::string:
       out.add(text);
       return std::nullopt;
-    case type_node::kind_t::binary: {
+    case type_node::shape::binary: {
       auto bytes = hex_bytes(text);
       if (!bytes) return expected() + " (hex digits, two per byte)";
       out.add_binary(*bytes);
       return std::nullopt;
     }
-    case type_node::kind_t::list:
-    case type_node::kind_t::record: {
+    case type_node::shape::list:
+    case type_node::shape::record: {
       auto parts = split_list(text);
       if (!parts) return expected() + " (written [a,b,...])";
-      if (t.kind == type_node::kind_t::list && t.count != 0 && parts->size() != t.count)
+      if (t.kind == type_node::shape::list && t.count != 0 && parts->size() != t.count)
         return expected() + " (" + std::to_string(parts->size()) + " elements, not " + std::to_string(t.count) + ")";
-      if (t.kind == type_node::kind_t::record && parts->size() != t.children.size())
+      if (t.kind == type_node::shape::record && parts->size() != t.children.size())
         return expected() + " (" + std::to_string(parts->size()) + " fields, not " + std::to_string(t.children.size()) + ")";
       out.begin_list();
       for (std::size_t i = 0; i < parts->size(); ++i)
-        if (auto e = add_typed(out, t.kind == type_node::kind_t::list ? t.children[0] : t.children[i], (*parts)[i]))
+        if (auto e = add_typed(out, t.kind == type_node::shape::list ? t.children[0] : t.children[i], (*parts)[i]))
           return e;
       out.end_list();
       return std::nullopt;
@@ -715,7 +714,7 @@ int run(int argc, char** argv) {
     return exit_ok;
   }
   // Reflection is a service of every server: calling it is asking for the list.
-  const bool reflection_called = words.size() == 1 && words[0] == reflection_token.view();
+  const bool reflection_called = words.size() == 1 && words[0] == w::reflection_token.view();
   if (reflection_called) list = true;
   if (!list && words.empty()) {
     std::fprintf(stderr, "courier-call: name a service (TOKEN ARG...) or ask for --list\n");
@@ -756,7 +755,7 @@ int run(int argc, char** argv) {
   w::out_buffer none;
   if (!w::frame_writer(none, w::frame_header{}).finish()) return fail({exit_lost, "cannot build a frame"});
   answer listed;
-  if (auto f = client.call(reflection_token, context, false, none, listed)) return fail(*f);
+  if (auto f = client.call(w::reflection_token, context, false, none, listed)) return fail(*f);
   std::optional<std::vector<service>> services;
   if (listed.kind == w::kind::reply) services = services_of(listed);
   if (list) {

@@ -2,11 +2,11 @@
 
 namespace courier::net {
 
-const char* to_string(endpoint::kind_t kind) noexcept {
+const char* to_string(transport_kind kind) noexcept {
   switch (kind) {
-    case endpoint::kind_t::pipe: return "pipe";
-    case endpoint::kind_t::uds: return "uds";
-    case endpoint::kind_t::tcp: return "tcp";
+    case transport_kind::pipe: return "pipe";
+    case transport_kind::uds: return "uds";
+    case transport_kind::tcp: return "tcp";
   }
   return "unknown";
 }
@@ -14,12 +14,12 @@ const char* to_string(endpoint::kind_t kind) noexcept {
 std::string to_string(const endpoint& where) {
   std::string text = to_string(where.kind);
   switch (where.kind) {
-    case endpoint::kind_t::pipe:
+    case transport_kind::pipe:
       if (!where.command.empty()) text += " @";
       for (const auto& word : where.command) (text += ' ') += word;
       break;
-    case endpoint::kind_t::uds: (text += ' ') += where.file; break;
-    case endpoint::kind_t::tcp: {
+    case transport_kind::uds: (text += ' ') += where.file; break;
+    case transport_kind::tcp: {
       const bool ipv6_literal = where.host.find(':') != std::string::npos;
       text += ipv6_literal ? " [" + where.host + "]" : " " + where.host;
       (text += ':') += std::to_string(where.port);

@@ -168,21 +168,21 @@ courier::result<options> parse_options(int argc, const char* const* argv, std::s
   endpoint& where = result.where;
   if (values.uds) {
     if (values.file.empty()) return invalid("--uds needs --file PATH");
-    where.kind = endpoint::kind_t::uds;
+    where.kind = transport_kind::uds;
     where.file = values.file;
   } else if (values.tcp) {
     if (!port_given) return invalid("--tcp needs --port P");
     if (values.host.empty()) return invalid("--host needs a host name or address");
-    where.kind = endpoint::kind_t::tcp;
+    where.kind = transport_kind::tcp;
     where.host = values.host;
     where.port = values.port;
   } else {
-    where.kind = endpoint::kind_t::pipe;
+    where.kind = transport_kind::pipe;
   }
   if (after_at && kind == program_kind::server)
     return invalid("'@ server...' is for clients: a server is started by its pipe client, or serves --uds or --tcp");
   if (after_at) {
-    if (where.kind != endpoint::kind_t::pipe)
+    if (where.kind != transport_kind::pipe)
       return invalid(std::string("'@ server...' starts a pipe server; it does not go with --") +
                      to_string(where.kind));
     if (command.empty()) return invalid("'@' must be followed by the server program");

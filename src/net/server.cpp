@@ -62,7 +62,7 @@ constexpr auto stop_margin = std::chrono::milliseconds(1000);
 constexpr char connection_taken = 't';
 constexpr char session_ended = 'e';
 
-using serve_callback = std::function<courier::result<serving>(server_context&)>;
+using serve_callback = std::function<courier::result<serving>(server_setup&)>;
 
 std::string self_path(const char* argv0) {
   char path[PATH_MAX];
@@ -72,10 +72,10 @@ std::string self_path(const char* argv0) {
 
 /// What the acceptor of --thread, --fork and --spawn asks of the mode that runs the sessions.
 /// One unit per mode, below; the acceptor calls it per connection, never per message.
-class session_runner {
+class start_mode_runner {
  public:
   enum class started { yes, no, in_forked_child };
-  virtual ~session_runner() = default;
+  virtual ~start_mode_runner() = default;
   /// Runs `session` on `connection` (the runner takes it over, or leaves the caller to close its
   /// copy). On `no` the connection is untouched, and why_not() says why (the acceptor refuses it
   /// with that).
@@ -134,16 +134,16 @@ ino_t inode_of(int fd) noexcept {
 /// closes the socket (the process then ends). A fork costs this process's page tables and then,
 /// in the child, a page fault for each page it touches first (about a hundred for a session);
 /// a kept process has them already. Sessions at once still run in processes apart.
-class process_runner final : public session_runner {
+class process_runner final : public start_mode_runner {
  public:
-  process_runner(session_mode mode, std::vector<std::string> command, std::shared_ptr<const log_hook> log,
+  process_runner(start_mode mode, std::vector<std::string> command, std::shared_ptr<const log_hook> log,
                  int acceptor_signals, listener& listening, std::size_t kept_processes)
       : mode_(mode),
         command_(std::move(command)),
         log_(std::move(log)),
         signals_(acceptor_signals),
         listening_(listening),
-        kept_(mode == session_mode::fork ? kept_processes : 0) {}
+        kept_(mode == start_mode::fork ? kept_processes : 0) {}
 
   ~process_runner() override {
     for (auto& s : sessions_)
@@ -168,7 +168,7 @@ class process_runner final : public session_runner {
       close_control(s);
       s.state = process_state::ending;
     }
-    if (mode_ == session_mode::fork) {
+    if (mode_ == start_mode::fork) {
       int control[2] = {-1, -1};
       if (kept_ != 0 && ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, control) < 0)
         log_line(log_, log_level::warning, std::string("socketpair: ") + std::strerror(errno) + "; the session's process ends with it");
@@ -317,7 +317,7 @@ class process_runner final : public session_runner {
     if (s.handed) orphans_.emplace_back(std::move(s.handed), s.handed_session);
   }
 
-  session_mode mode_;
+  start_mode mode_;
   std::vector<std::string> command_;
   std::shared_ptr<const log_hook> log_;
   int signals_;
@@ -339,7 +339,7 @@ struct session_setup {
   const options& opts;
   const serve_callback& serve;
   std::shared_ptr<const log_hook> log;
-  session_mode mode;
+  start_mode mode;
   std::shared_ptr<detail::receive_memory> memory;  // the process's --max-memory budget, or null
 };
 
@@ -366,7 +366,7 @@ bool serve_session_here(const session_setup& setup, const endpoint& where, const
   if (!base.log) base.log = setup.log;  // one logger for all the sessions of a process
   base.accepted_at = session.accepted;  // the handshake time-out counts from the accept
   const connection_config cfg = config_from(setup.opts, base);
-  server_context context{sys, net, setup.opts, where, cfg, setup.mode};
+  server_setup context{sys, net, setup.opts, where, cfg, setup.mode};
   auto served = setup.serve(context);
   if (!served) {
     why_not = served.err().describe();
@@ -440,7 +440,7 @@ bool serve_or_refuse(const session_setup& setup, int fd, const endpoint& where, 
 /// wait), as a database server's thread cache does: a connection then costs one wake-up of a
 /// waiting thread instead of a thread's start and end (clone, its stack, its allocator heap
 /// abandoned and reclaimed), which here cost more than the session's own work.
-class thread_runner final : public session_runner {
+class thread_runner final : public start_mode_runner {
  public:
   thread_runner(const server_program& program, const options& opts, const serve_callback& serve,
                 std::shared_ptr<const log_hook> log, std::size_t kept_threads)
@@ -554,7 +554,7 @@ class thread_runner final : public session_runner {
   void run_session(int fd, const session_ticket& session) noexcept {
     endpoint where;
     where.descriptor = fd;
-    const session_setup setup{program_, opts_, serve_, log_, session_mode::thread, memory_};
+    const session_setup setup{program_, opts_, serve_, log_, start_mode::thread, memory_};
     (void)serve_or_refuse(setup, fd, where, session, &stopping_, -1);
   }
 
@@ -588,11 +588,11 @@ struct forked_session {
   session_ticket session;
 };
 std::optional<int> accept_sessions(int argc, const char* const* argv, const server_program& program,
-                                   const options& opts, session_mode mode, const kept_runners& kept,
+                                   const options& opts, start_mode mode, const kept_runners& kept,
                                    const serve_callback& serve, const std::shared_ptr<const log_hook>& log,
                                    forked_session& forked) {
   const char* name = program.name.c_str();
-  if (const std::size_t alive = courier::system::alive(); alive != 0 && mode == session_mode::fork) {
+  if (const std::size_t alive = courier::system::alive(); alive != 0 && mode == start_mode::fork) {
     std::fprintf(stderr, "%s: --fork needs a process with no running courier::system (%zu alive): a fork would "
                  "leave the child its workers' locks and reactor without the threads\n", name, alive);
     return 1;
@@ -615,9 +615,9 @@ std::optional<int> accept_sessions(int argc, const char* const* argv, const serv
     std::fprintf(stderr, "%s: %s\n", name, listening.err().describe().c_str());
     return 1;
   }
-  std::unique_ptr<session_runner> runner;
+  std::unique_ptr<start_mode_runner> runner;
   process_runner* processes = nullptr;
-  if (mode == session_mode::thread) {
+  if (mode == start_mode::thread) {
     runner = std::make_unique<thread_runner>(program, opts, serve, log, kept.threads);
   } else {
     std::vector<std::string> command{self_path(argv[0])};
@@ -628,12 +628,12 @@ std::optional<int> accept_sessions(int argc, const char* const* argv, const serv
   }
   if (!opts.silent)
     std::fprintf(stderr, "%s: serving on %s (a %s per session)\n", name, listening->describe().c_str(),
-                 mode == session_mode::thread ? "thread" : "process");
+                 mode == start_mode::thread ? "thread" : "process");
   // What a new user learned only from a comment: an actor the serve callback spawns (a chat's
   // room) is then per session.
   log_line(log, log_level::warning,
            std::string("--") + to_string(mode) +
-               (mode == session_mode::thread
+               (mode == start_mode::thread
                     ? ": each session has a system of its own; sessions share only what the process holds outside "
                       "the systems (what the serve callback makes is per session)"
                     : ": each session has a process of its own; sessions share nothing (what the serve callback "
@@ -650,12 +650,12 @@ std::optional<int> accept_sessions(int argc, const char* const* argv, const serv
       return true;
     }
     const auto started = runner->start(connection, session);
-    if (started == session_runner::started::in_forked_child) {
+    if (started == start_mode_runner::started::in_forked_child) {
       if (spare >= 0) ::close(spare);
       forked = {processes->child_control(), processes->child_session()};
       return false;
     }
-    if (started == session_runner::started::no) {
+    if (started == start_mode_runner::started::no) {
       log_line(log, log_level::error, "a session could not start: " + runner->why_not());
       detail::refuse(connection, static_cast<std::uint32_t>(errc::system_shutdown),
                      "the server could not start a session: " + runner->why_not(), log);
@@ -718,7 +718,7 @@ std::optional<int> accept_sessions(int argc, const char* const* argv, const serv
   if (spare >= 0) ::close(spare);
   if (!runner->stop(program.grace)) {
     log_line(log, log_level::error, runner->why_not());
-    if (mode == session_mode::thread) {
+    if (mode == start_mode::thread) {
       // Their threads still run handlers that reach into this frame: end the process here.
       std::fflush(nullptr);
       ::_exit(1);
@@ -729,12 +729,12 @@ std::optional<int> accept_sessions(int argc, const char* const* argv, const serv
 
 }  // namespace
 
-const char* to_string(session_mode mode) noexcept {
+const char* to_string(start_mode mode) noexcept {
   switch (mode) {
-    case session_mode::thread: return "thread";
-    case session_mode::fork: return "fork";
-    case session_mode::spawn: return "spawn";
-    case session_mode::pool: break;
+    case start_mode::thread: return "thread";
+    case start_mode::fork: return "fork";
+    case start_mode::spawn: return "spawn";
+    case start_mode::pool: break;
   }
   return "pool";
 }
@@ -744,25 +744,25 @@ int run_server(int argc, const char* const* argv, const server_program& program,
   bool pool_mode = false, thread_mode = false, fork_mode = false, spawn_mode = false;
   kept_runners kept{program.kept_threads, program.kept_processes};
   extra_options extra = program.extra;
-  if (program.session_modes) {
+  if (program.offers_start_modes) {
     extra = [&, own = program.extra](CLI::App& app) {
-      const auto unless_supported = [&](session_mode m) {
+      const auto unless_supported = [&](start_mode m) {
         return program.supported_modes.contains(m) ? std::string() : std::string(" (not supported by this program)");
       };
       auto* pool = app.add_flag("--pool", pool_mode,
                                 "Sessions on the shared workers of this process, sharing all it holds (the default on "
                                 "uds and tcp; over pipe, without it, the one session runs on the main thread)" +
-                                    unless_supported(session_mode::pool));
+                                    unless_supported(start_mode::pool));
       auto* thread = app.add_flag("--thread", thread_mode,
                                   "A thread per session with a system of its own, for handlers that block; sessions "
                                   "share only what the process holds outside the systems (uds and tcp)" +
-                                      unless_supported(session_mode::thread));
+                                      unless_supported(start_mode::thread));
       auto* forked = app.add_flag("--fork", fork_mode,
                                   "A process per session, forked; sessions share nothing (uds and tcp)" +
-                                      unless_supported(session_mode::fork));
+                                      unless_supported(start_mode::fork));
       auto* spawned = app.add_flag("--spawn", spawn_mode,
                                    "A process per session, this program started again; sessions share nothing (uds "
-                                   "and tcp)" + unless_supported(session_mode::spawn));
+                                   "and tcp)" + unless_supported(start_mode::spawn));
       const std::vector<CLI::Option*> modes{pool, thread, forked, spawned};
       for (auto* a : modes)
         for (auto* b : modes)
@@ -788,19 +788,19 @@ int run_server(int argc, const char* const* argv, const server_program& program,
     std::printf("%s", options_help(program.name, extra, kind).c_str());
     return 0;
   }
-  session_mode mode = thread_mode ? session_mode::thread
-                      : fork_mode ? session_mode::fork
-                      : spawn_mode ? session_mode::spawn
-                                   : session_mode::pool;
+  start_mode mode = thread_mode ? start_mode::thread
+                      : fork_mode ? start_mode::fork
+                      : spawn_mode ? start_mode::spawn
+                                   : start_mode::pool;
   if (!program.supported_modes.contains(mode)) {
     std::string supported;
-    for (const session_mode m : {session_mode::pool, session_mode::thread, session_mode::fork, session_mode::spawn})
+    for (const start_mode m : {start_mode::pool, start_mode::thread, start_mode::fork, start_mode::spawn})
       if (program.supported_modes.contains(m)) supported += std::string(supported.empty() ? "" : ", ") + "--" + to_string(m);
     std::fprintf(stderr,
                  "%s: --%s is not supported (this program runs with %s): each session would get a %s of its own, "
                  "and this program's sessions share what its serve callback makes\n",
                  program.name.c_str(), to_string(mode), supported.c_str(),
-                 mode == session_mode::thread ? "system" : "process");
+                 mode == start_mode::thread ? "system" : "process");
     return 2;
   }
   server_signals signals;  // before any thread starts: they inherit the blocked mask
@@ -816,13 +816,13 @@ int run_server(int argc, const char* const* argv, const server_program& program,
     ::unsetenv(session_on_stdin);
     ::unsetenv(session_accepted_at);
     session_process = true;
-  } else if (program.session_modes && where.kind == endpoint::kind_t::pipe && !pool_mode) {
+  } else if (program.offers_start_modes && where.kind == transport_kind::pipe && !pool_mode) {
     // Over pipe the client starts a process per connection: its one session is served as a
     // spawned session's is, on this thread with no workers to start (and join), unless --pool
     // asks for them. The serve callback is told so.
     session_process = true;
-    mode = session_mode::spawn;
-  } else if (mode != session_mode::pool && where.kind != endpoint::kind_t::pipe) {
+    mode = start_mode::spawn;
+  } else if (mode != start_mode::pool && where.kind != transport_kind::pipe) {
     session_log = log_for(*opts, program.name);  // a forked session writes through the acceptor's
     if (auto status = accept_sessions(argc, argv, program, *opts, mode, kept, serve, session_log, session))
       return *status;
@@ -867,14 +867,14 @@ int run_server(int argc, const char* const* argv, const server_program& program,
     }
     return served ? 0 : 1;
   }
-  const bool quiet = opts->silent || where.kind == endpoint::kind_t::pipe;
+  const bool quiet = opts->silent || where.kind == transport_kind::pipe;
 
   courier::system sys;
   node net(sys);
   connection_config base = program.base;
   if (base.name == connection_config{}.name) base.name = program.name;
   const connection_config cfg = config_from(*opts, base);
-  server_context context{sys, net, *opts, where, cfg, mode};
+  server_setup context{sys, net, *opts, where, cfg, mode};
   auto served = serve(context);
   if (!served) {
     std::fprintf(stderr, "%s: %s\n", program.name.c_str(), served.err().describe().c_str());

@@ -13,10 +13,10 @@
 
 namespace courier::net::detail {
 
-peer_info peer_of(const socket& accepted, endpoint::kind_t transport) {
+peer_info peer_of(const socket& accepted, transport_kind transport) {
   peer_info peer;
   peer.transport = transport;
-  if (transport == endpoint::kind_t::uds) {
+  if (transport == transport_kind::uds) {
     ucred cred{};
     socklen_t len = sizeof cred;
     if (::getsockopt(accepted.fd(), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
@@ -25,16 +25,16 @@ peer_info peer_of(const socket& accepted, endpoint::kind_t transport) {
     }
     return peer;
   }
-  if (transport == endpoint::kind_t::pipe) {
+  if (transport == transport_kind::pipe) {
     // A session a process-per-session server handed to a process of its own has its accepted
     // socket on stdin: a uds one is named by the listener's path, a socket pair is unnamed.
     sockaddr_storage own{};
     socklen_t own_len = sizeof own;
     if (::getsockname(accepted.fd(), reinterpret_cast<sockaddr*>(&own), &own_len) == 0) {
-      if (own.ss_family == AF_INET || own.ss_family == AF_INET6) return peer_of(accepted, endpoint::kind_t::tcp);
+      if (own.ss_family == AF_INET || own.ss_family == AF_INET6) return peer_of(accepted, transport_kind::tcp);
       if (own.ss_family == AF_UNIX && own_len > offsetof(sockaddr_un, sun_path) &&
           reinterpret_cast<const sockaddr_un*>(&own)->sun_path[0] != '\0')
-        return peer_of(accepted, endpoint::kind_t::uds);
+        return peer_of(accepted, transport_kind::uds);
     }
     peer.address = "stdin";
     return peer;
@@ -59,8 +59,8 @@ std::string describe_peer(const socket& connected) {
   sockaddr_storage own{};
   socklen_t own_len = sizeof own;
   if (::getsockname(connected.fd(), reinterpret_cast<sockaddr*>(&own), &own_len) != 0) return "an unknown peer";
-  const endpoint::kind_t kind =
-      own.ss_family == AF_UNIX ? endpoint::kind_t::uds : endpoint::kind_t::tcp;
+  const transport_kind kind =
+      own.ss_family == AF_UNIX ? transport_kind::uds : transport_kind::tcp;
   peer_info peer = peer_of(connected, kind);
   if (peer.address.empty()) return "an unknown peer";
   return std::string(to_string(kind)).append(" ").append(peer.address);

@@ -20,7 +20,7 @@ server_signals::server_signals() noexcept {
 }
 
 int server_signals::wait(node& serving, const endpoint& served) {
-  if (served.kind != endpoint::kind_t::pipe) {
+  if (served.kind != transport_kind::pipe) {
     for (;;) {
       int sig = 0;
       if (sigwait(&stop_, &sig) == 0) return sig;

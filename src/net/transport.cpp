@@ -22,11 +22,11 @@ namespace courier::net {
 
 namespace {
 
-const transport_unit& unit_for(endpoint::kind_t kind) noexcept {
+const transport_unit& unit_for(transport_kind kind) noexcept {
   switch (kind) {
-    case endpoint::kind_t::uds: return transports::uds;
-    case endpoint::kind_t::tcp: return transports::tcp;
-    case endpoint::kind_t::pipe: break;
+    case transport_kind::uds: return transports::uds;
+    case transport_kind::tcp: return transports::tcp;
+    case transport_kind::pipe: break;
   }
   return transports::pipe;
 }

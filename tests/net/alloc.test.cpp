@@ -194,14 +194,14 @@ void wait_for(const std::atomic<std::uint64_t>& counter, std::uint64_t value) {
 
 courier::net::endpoint uds_endpoint() {
   courier::net::endpoint e;
-  e.kind = courier::net::endpoint::kind_t::uds;
+  e.kind = courier::net::transport_kind::uds;
   e.file = courier_test::temp_socket_path("alloc");
   return e;
 }
 
 courier::net::endpoint tcp_endpoint() {
   courier::net::endpoint e;
-  e.kind = courier::net::endpoint::kind_t::tcp;
+  e.kind = courier::net::transport_kind::tcp;
   e.host = "127.0.0.1";
   e.port = 0;
   return e;
@@ -224,7 +224,7 @@ struct pair {
     cfg.ping_interval = 200ms;
     auto s = server_net.serve(target, where, cfg);
     REQUIRE(s);
-    if (where.kind == courier::net::endpoint::kind_t::tcp) where.port = s->port;
+    if (where.kind == courier::net::transport_kind::tcp) where.port = s->port;
     auto r = client_net.connect<api>(where, cfg);
     REQUIRE(r);
     remote = std::move(*r);
@@ -237,7 +237,7 @@ struct pair {
 };
 
 const char* name_of(const courier::net::endpoint& e) {
-  return e.kind == courier::net::endpoint::kind_t::uds ? "uds" : "tcp";
+  return e.kind == courier::net::transport_kind::uds ? "uds" : "tcp";
 }
 
 }  // namespace
@@ -357,7 +357,7 @@ TEST_CASE("a service table's call allocates nothing in steady state, dynamic or 
     cfg.ping_interval = 200ms;
     auto s = server_net.serve(services, where, cfg);
     REQUIRE(s);
-    if (where.kind == courier::net::endpoint::kind_t::tcp) where.port = s->port;
+    if (where.kind == courier::net::transport_kind::tcp) where.port = s->port;
     courier::system client_sys;
     courier::net::node client_net{client_sys};
     auto r = client_net.connect<api>(where, cfg);
@@ -409,7 +409,7 @@ TEST_CASE("a call by token whose arguments do not fit inline allocates nothing: 
     courier::net::node server_net{server_sys};
     auto s = server_net.serve(services, where);
     REQUIRE(s);
-    if (where.kind == courier::net::endpoint::kind_t::tcp) where.port = s->port;
+    if (where.kind == courier::net::transport_kind::tcp) where.port = s->port;
     courier::system client_sys;
     courier::net::node client_net{client_sys};
     auto ctx = client_net.connect(where);

@@ -72,11 +72,11 @@ struct linked_pair {
   linked_pair() {
     auto pair = courier::net::socket_pair();
     REQUIRE(pair);
-    auto a = net.link<acceptor_api>(std::move(pair->first), courier::actor_ref<initiator_api>(sys.spawn<incrementer>()),
+    auto a = net.connect_duplex<acceptor_api>(std::move(pair->first), courier::actor_ref<initiator_api>(sys.spawn<incrementer>()),
                                     courier::wire::role::initiator);
     REQUIRE(a);
     auto served = sys.spawn<multiplier>();
-    auto b = net.link<initiator_api>(std::move(pair->second), courier::actor_ref<acceptor_api>(served),
+    auto b = net.connect_duplex<initiator_api>(std::move(pair->second), courier::actor_ref<acceptor_api>(served),
                                      courier::wire::role::acceptor);
     REQUIRE(b);
     served.send(caller_is{*b});

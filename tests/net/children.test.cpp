@@ -74,7 +74,7 @@ struct served_children {
     cfg.max_child_contexts = limit;
     auto s = node.serve(maker.parent(), where, cfg);
     REQUIRE(s);
-    if (where.kind == endpoint::kind_t::tcp) where.port = s->port;
+    if (where.kind == courier::net::transport_kind::tcp) where.port = s->port;
   }
 };
 

@@ -130,7 +130,7 @@ struct dynamic_server {
     cfg.max_child_contexts = max_children;
     auto s = node.serve(services, where, cfg);
     REQUIRE(s);
-    if (where.kind == endpoint::kind_t::tcp) where.port = s->port;
+    if (where.kind == courier::net::transport_kind::tcp) where.port = s->port;
   }
 };
 
@@ -559,7 +559,7 @@ TEST_CASE("a context actor served over connections: one actor's state for every 
   for (auto& at : places) {
     auto s = node.serve_on(context, at);
     REQUIRE(s);
-    if (at.kind == endpoint::kind_t::tcp) at.port = s->port;
+    if (at.kind == courier::net::transport_kind::tcp) at.port = s->port;
   }
   constexpr int per_thread = 200;
   std::atomic<int> bad{0};

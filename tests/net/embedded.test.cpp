@@ -123,14 +123,14 @@ struct threaded_server {
 
 courier::net::endpoint uds_endpoint(const char* tag) {
   courier::net::endpoint e;
-  e.kind = courier::net::endpoint::kind_t::uds;
+  e.kind = courier::net::transport_kind::uds;
   e.file = courier_test::temp_socket_path(tag);
   return e;
 }
 
 courier::net::endpoint tcp_endpoint(std::uint16_t port = 0) {
   courier::net::endpoint e;
-  e.kind = courier::net::endpoint::kind_t::tcp;
+  e.kind = courier::net::transport_kind::tcp;
   e.host = "127.0.0.1";
   e.port = port;
   return e;
@@ -139,7 +139,7 @@ courier::net::endpoint tcp_endpoint(std::uint16_t port = 0) {
 // Where a client reaches what `at` says the server listens on.
 courier::net::endpoint reach(const courier::net::endpoint& asked, const courier::net::serving& at) {
   courier::net::endpoint e = asked;
-  if (e.kind == courier::net::endpoint::kind_t::tcp) e.port = at.port;
+  if (e.kind == courier::net::transport_kind::tcp) e.port = at.port;
   return e;
 }
 

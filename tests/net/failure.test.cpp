@@ -333,11 +333,11 @@ TEST_CASE("SIGPIPE never kills: a server answering a client that closed, a clien
 
     // The client side: a peer that takes the handshake and closes; the client's calls and sends
     // then fail (connection_lost) instead of raising SIGPIPE.
-    auto l = courier::net::listen(at.kind == endpoint::kind_t::uds ? uds_at("sigpipe-l") : at);
+    auto l = courier::net::listen(at.kind == courier::net::transport_kind::uds ? uds_at("sigpipe-l") : at);
     REQUIRE(l);
     endpoint target = at;
-    if (at.kind == endpoint::kind_t::uds) target.file = l->describe().substr(4);
-    if (at.kind == endpoint::kind_t::tcp) target.port = l->port();
+    if (at.kind == courier::net::transport_kind::uds) target.file = l->describe().substr(4);
+    if (at.kind == courier::net::transport_kind::tcp) target.port = l->port();
     const std::string hello = raw_peer::handshake_bytes();
     std::thread peer([&] {  // no REQUIRE off the test's thread
       if (!courier_test::wait_for(l->fd(), POLLIN)) return;
@@ -465,7 +465,7 @@ TEST_CASE("a blocking call to a server that never answers it returns at its dead
   for (const bool wrong_ids : {false, true}) {
     INFO((wrong_ids ? "the server answers with wrong transaction ids" : "the server answers nothing"));
     endpoint at;
-    at.kind = endpoint::kind_t::uds;
+    at.kind = courier::net::transport_kind::uds;
     at.file = courier_test::temp_socket_path("deadline");
     const std::string hello = raw_peer::handshake_bytes();
     raw_server peer(at, [&hello, wrong_ids](courier::net::socket& s) {
@@ -945,7 +945,7 @@ TEST_CASE("a pipe server that exits at once: connect fails naming its exit statu
   courier::system sys;
   courier::net::node net{sys};
   endpoint where;
-  where.kind = endpoint::kind_t::pipe;
+  where.kind = courier::net::transport_kind::pipe;
   where.command = {"/bin/sh", "-c", "exit 3"};  // a server that dies before its handshake
   auto ref = net.connect<calc::api>(where);
   REQUIRE_FALSE(ref);
@@ -958,7 +958,7 @@ TEST_CASE("a pipe server that exits at once: connect fails naming its exit statu
 TEST_CASE("a pipe server fed garbage answers bad_magic, closes, and exits cleanly", "[net][failure][pipe]") {
   courier_test::watchdog wd("pipe garbage", 30s);
   endpoint where;
-  where.kind = endpoint::kind_t::pipe;
+  where.kind = courier::net::transport_kind::pipe;
   where.command = {COURIER_TEST_CALC_SERVER};
   auto c = courier::net::connect(where);
   REQUIRE(c);
@@ -990,7 +990,7 @@ TEST_CASE("a pipe server SIGKILLed mid-call: connection_lost naming the signal",
   courier::system sys;
   courier::net::node net{sys};
   endpoint where;
-  where.kind = endpoint::kind_t::pipe;
+  where.kind = courier::net::transport_kind::pipe;
   where.command = {COURIER_TEST_CALC_SERVER};
   auto ref = net.connect<calc::api>(where);
   REQUIRE(ref);

@@ -91,7 +91,7 @@ endpoint serve_at(courier::net::node& net, const courier::actor_ref<I>& target, 
   auto served = net.serve(target, at);
   REQUIRE(served);
   endpoint where = at;
-  if (where.kind == endpoint::kind_t::tcp) where.port = served->port;
+  if (where.kind == courier::net::transport_kind::tcp) where.port = served->port;
   return where;
 }
 

@@ -124,7 +124,7 @@ void run_flood(std::uint64_t count, std::uint64_t window) {
   courier::system sys{sys_cfg};
   courier::net::node net{sys};
   courier::net::endpoint where;
-  where.kind = courier::net::endpoint::kind_t::uds;
+  where.kind = courier::net::transport_kind::uds;
   where.file = server.path;
   courier::result<courier::actor_ref<flood::api>> ref = courier::error(courier::errc::connection_lost, "not yet");
   // The default configuration: the connection's mailbox is bounded (16,384 messages), so a sender

@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
   courier::system sys;
   courier::net::node net{sys};
   courier::net::endpoint where;
-  where.kind = courier::net::endpoint::kind_t::uds;
+  where.kind = courier::net::transport_kind::uds;
   where.file = argv[1];
   auto sink = sys.spawn<slow_sink>(std::atol(argv[2]), std::atol(argv[3]));
   auto s = net.serve(courier::actor_ref<flood::api>(sink), where);

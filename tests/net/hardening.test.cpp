@@ -643,7 +643,7 @@ TEST_CASE("a second uds server on the file of a live server with a full backlog 
     waiting.emplace_back(c);
   }
   endpoint where;
-  where.kind = endpoint::kind_t::uds;
+  where.kind = courier::net::transport_kind::uds;
   where.file = file;
   const auto t0 = std::chrono::steady_clock::now();
   auto second = courier::net::listen(where);
@@ -762,7 +762,7 @@ TEST_CASE("out of descriptors, the calc server refuses with a reason, and accept
   const process_guard guard{pid};
   REQUIRE(file_appears(file));
   endpoint where;
-  where.kind = endpoint::kind_t::uds;
+  where.kind = courier::net::transport_kind::uds;
   where.file = file;
   std::vector<std::unique_ptr<raw_peer>> peers;
   int accepted = 0, refused = 0;
@@ -816,7 +816,7 @@ TEST_CASE("the calc server answers every input: overflow is an ERROR, and it goe
   courier::system sys;
   courier::net::node net{sys};
   endpoint where;
-  where.kind = endpoint::kind_t::pipe;
+  where.kind = courier::net::transport_kind::pipe;
   where.command = {COURIER_TEST_CALC_SERVER};
   auto calc = net.connect<calc::api>(where);
   REQUIRE(calc);
@@ -843,7 +843,7 @@ TEST_CASE("a pipe server ends in order on SIGTERM and SIGINT", "[net][hardening]
     courier::system sys;
     courier::net::node net{sys};
     endpoint where;
-    where.kind = endpoint::kind_t::pipe;
+    where.kind = courier::net::transport_kind::pipe;
     where.command = {COURIER_TEST_CALC_SERVER};
     auto calc = net.connect<calc::api>(where);
     REQUIRE(calc);
@@ -865,7 +865,7 @@ TEST_CASE("SIGTERM with slow calls in flight: the calc server answers them befor
   const process_guard guard{pid};
   REQUIRE(file_appears(file));
   endpoint where;
-  where.kind = endpoint::kind_t::uds;
+  where.kind = courier::net::transport_kind::uds;
   where.file = file;
   courier::system sys;
   courier::net::node net{sys};
@@ -902,7 +902,7 @@ TEST_CASE("a server that stalls does not charge its stall to its peers: a handsh
   const pid_t pid = start_calc_server({"--uds", "--file", file, "--timeout", "0.5", "--keepalive", "300", "--silent"});
   REQUIRE(file_appears(file));
   endpoint where;
-  where.kind = endpoint::kind_t::uds;
+  where.kind = courier::net::transport_kind::uds;
   where.file = file;
   courier::system sys;
   courier::net::node net{sys};
@@ -1015,7 +1015,7 @@ TEST_CASE("a pipe 'server' that echoes our bytes (cat) is refused: the handshake
   courier::system sys;
   courier::net::node net{sys};
   endpoint where;
-  where.kind = endpoint::kind_t::pipe;
+  where.kind = courier::net::transport_kind::pipe;
   where.command = {"/bin/cat"};
   auto r = net.connect<api>(where);
   REQUIRE_FALSE(r);
@@ -1044,7 +1044,7 @@ TEST_CASE("a pipe server slow to exit never blocks a worker: its exit arrives th
   courier::net::node net{sys};
   auto echo = sys.spawn<local_echo>();
   endpoint where;
-  where.kind = endpoint::kind_t::pipe;
+  where.kind = courier::net::transport_kind::pipe;
   // Answers with 4 bytes that are not a frame, closes the socket, and lives on for 600 ms:
   // the client's connection is lost while its server has not exited.
   where.command = {"/bin/sh", "-c", "printf 'XXXX' ; exec 0<&- 1>&-; sleep 0.6; exit 3"};

@@ -10,6 +10,7 @@
 #include "watchdog.hpp"
 
 using courier::net::endpoint;
+using courier::net::transport_kind;
 using namespace std::chrono_literals;
 
 namespace {
@@ -18,7 +19,7 @@ void cycle(const endpoint& where, int rounds) {
   auto l = courier::net::listen(where);
   REQUIRE(l);
   endpoint target = where;
-  if (where.kind == endpoint::kind_t::tcp) target.port = l->port();
+  if (where.kind == transport_kind::tcp) target.port = l->port();
   courier::net::detail::reactor r;  // the accepted sockets pass through a reactor, as a server's do
   struct nothing final : courier::net::detail::io_handler {
     void on_io(std::uint32_t) noexcept override {}
@@ -45,7 +46,7 @@ void cycle(const endpoint& where, int rounds) {
 TEST_CASE("leak: 1,000 uds connections") {
   courier_test::watchdog wd{"leak uds", 60s};
   endpoint where;
-  where.kind = endpoint::kind_t::uds;
+  where.kind = transport_kind::uds;
   where.file = courier_test::temp_socket_path("leak");
   cycle(where, 1000);
 }
@@ -53,7 +54,7 @@ TEST_CASE("leak: 1,000 uds connections") {
 TEST_CASE("leak: 1,000 tcp connections") {
   courier_test::watchdog wd{"leak tcp", 60s};
   endpoint where;
-  where.kind = endpoint::kind_t::tcp;
+  where.kind = transport_kind::tcp;
   where.host = "127.0.0.1";
   cycle(where, 1000);
 }

@@ -10,6 +10,7 @@
 
 using courier::errc;
 using courier::net::endpoint;
+using courier::net::transport_kind;
 using courier::net::parse_options;
 
 namespace {
@@ -37,7 +38,7 @@ void check_refused(std::initializer_list<const char*> words, const std::string& 
 TEST_CASE("options: nothing given is a pipe with the defaults") {
   auto r = parse({});
   REQUIRE(r);
-  CHECK(r->where.kind == endpoint::kind_t::pipe);
+  CHECK(r->where.kind == transport_kind::pipe);
   CHECK(r->where.command.empty());
   CHECK(r->timeout == std::chrono::seconds(10));
   CHECK(r->name.empty());
@@ -50,7 +51,7 @@ TEST_CASE("options: nothing given is a pipe with the defaults") {
 TEST_CASE("options: pipe with a server command after @") {
   for (auto r : {parse({"@", "./server", "--uds", "@", "x"}), parse({"--pipe", "@", "./server", "--uds", "@", "x"})}) {
     REQUIRE(r);
-    CHECK(r->where.kind == endpoint::kind_t::pipe);
+    CHECK(r->where.kind == transport_kind::pipe);
     // Everything after the first lone @ belongs to the server, options and all.
     CHECK(r->where.command == std::vector<std::string>{"./server", "--uds", "@", "x"});
     CHECK(courier::net::to_string(r->where) == "pipe @ ./server --uds @ x");
@@ -60,7 +61,7 @@ TEST_CASE("options: pipe with a server command after @") {
 TEST_CASE("options: uds with a file") {
   auto r = parse({"--uds", "--file", "/tmp/a.sock"});
   REQUIRE(r);
-  CHECK(r->where.kind == endpoint::kind_t::uds);
+  CHECK(r->where.kind == transport_kind::uds);
   CHECK(r->where.file == "/tmp/a.sock");
   CHECK(r->where.file_mode == 0600);
   CHECK(courier::net::to_string(r->where) == "uds /tmp/a.sock");
@@ -72,7 +73,7 @@ TEST_CASE("options: uds with a file") {
 TEST_CASE("options: tcp with a port, and a host for IPv4, IPv6 or a name") {
   auto r = parse({"--tcp", "--port", "4567"});
   REQUIRE(r);
-  CHECK(r->where.kind == endpoint::kind_t::tcp);
+  CHECK(r->where.kind == transport_kind::tcp);
   CHECK(r->where.host == "127.0.0.1");
   CHECK(r->where.port == 4567);
   CHECK(courier::net::to_string(r->where) == "tcp 127.0.0.1:4567");

@@ -79,7 +79,7 @@ struct server {
   server(endpoint at, const courier::net::connection_config& cfg) : where(std::move(at)) {
     auto s = net.serve(target, where, cfg);
     REQUIRE(s);
-    if (where.kind == endpoint::kind_t::tcp) where.port = s->port;
+    if (where.kind == courier::net::transport_kind::tcp) where.port = s->port;
   }
 
   // Waits until the node has `n` connections (a dead client's connection is gone).
@@ -112,14 +112,14 @@ struct good_client {
 
 inline endpoint uds_at(const char* tag) {
   endpoint e;
-  e.kind = endpoint::kind_t::uds;
+  e.kind = courier::net::transport_kind::uds;
   e.file = courier_test::temp_socket_path(tag);
   return e;
 }
 
 inline endpoint tcp_at() {
   endpoint e;
-  e.kind = endpoint::kind_t::tcp;
+  e.kind = courier::net::transport_kind::tcp;
   e.host = "127.0.0.1";
   return e;
 }
@@ -324,7 +324,7 @@ struct raw_server {
     REQUIRE(l);
     listening = std::move(*l);
     where = at;
-    if (at.kind == endpoint::kind_t::tcp) where.port = listening.port();
+    if (at.kind == courier::net::transport_kind::tcp) where.port = listening.port();
     thread = std::thread([this, serve = std::move(serve)] {
       if (!courier_test::wait_for(listening.fd(), POLLIN)) return;
       auto s = listening.accept();

@@ -118,14 +118,14 @@ struct server {
 
 courier::net::endpoint uds_endpoint(const char* tag) {
   courier::net::endpoint e;
-  e.kind = courier::net::endpoint::kind_t::uds;
+  e.kind = courier::net::transport_kind::uds;
   e.file = "/tmp/courier-test-" + std::to_string(::getpid()) + "-" + tag + ".sock";
   return e;
 }
 
 courier::net::endpoint tcp_endpoint() {
   courier::net::endpoint e;
-  e.kind = courier::net::endpoint::kind_t::tcp;
+  e.kind = courier::net::transport_kind::tcp;
   e.host = "127.0.0.1";
   e.port = 0;  // the listener picks; the test reads it back
   return e;

@@ -129,7 +129,7 @@ std::shared_ptr<net::service_table> make_services(std::atomic<int>& bumps, answe
 
 net::endpoint uds_at(const char* tag) {
   net::endpoint e;
-  e.kind = net::endpoint::kind_t::uds;
+  e.kind = net::transport_kind::uds;
   e.file = "/tmp/courier-services-" + std::to_string(::getpid()) + "-" + tag + ".sock";
   return e;
 }

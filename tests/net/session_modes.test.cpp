@@ -71,11 +71,11 @@ net::context_ref first_served_session(net::node& node, const net::endpoint& wher
 }
 
 /// The test server in `mode` on `transport`, once it accepts connections.
-started_server start_server(const std::string& mode, net::endpoint::kind_t transport, std::vector<std::string> extra = {}) {
+started_server start_server(const std::string& mode, net::transport_kind transport, std::vector<std::string> extra = {}) {
   net::endpoint where;
   where.kind = transport;
   std::vector<std::string> command{COURIER_TEST_SESSION_MODES_SERVER, "--silent", "--" + mode};
-  if (transport == net::endpoint::kind_t::uds) {
+  if (transport == net::transport_kind::uds) {
     where.file = courier_test::temp_socket_path("modes");
     command.insert(command.end(), {"--uds", "--file", where.file});
   } else {
@@ -121,7 +121,7 @@ TEST_CASE("--fork and --spawn run each session in a process of its own, and one 
           "[modes]") {
   courier_test::watchdog wd{"session modes: processes", 60s};
   for (const std::string mode : {"fork", "spawn"}) {
-    for (auto transport : {net::endpoint::kind_t::uds, net::endpoint::kind_t::tcp}) {
+    for (auto transport : {net::transport_kind::uds, net::transport_kind::tcp}) {
       INFO(mode << " over " << net::to_string(transport));
       auto server = start_server(mode, transport);
       courier::system sys;
@@ -141,7 +141,7 @@ TEST_CASE("--fork and --spawn run each session in a process of its own, and one 
       auto items = peer->items();
       CHECK(*items.read<std::string_view>() == net::to_string(transport));
       const std::string address(*items.read<std::string_view>());
-      if (transport == net::endpoint::kind_t::uds) CHECK(address.find("pid " + std::to_string(::getpid())) == 0);
+      if (transport == net::transport_kind::uds) CHECK(address.find("pid " + std::to_string(::getpid())) == 0);
       else CHECK(address.rfind("127.0.0.1:", 0) == 0);
 
       // A session that aborts ends its own process and connection only.
@@ -159,7 +159,7 @@ TEST_CASE("--fork and --spawn run each session in a process of its own, and one 
       CHECK_FALSE(b->call_wait(courier::token("PID_"), {}, 5s));
       CHECK(process_gone(pid_a));
       CHECK(process_gone(pid_b));
-      if (transport == net::endpoint::kind_t::uds) {
+      if (transport == net::transport_kind::uds) {
         struct stat st {};
         CHECK(::stat(server.where.file.c_str(), &st) != 0);
       }
@@ -172,7 +172,7 @@ TEST_CASE("--max-connections counts the session threads or processes: one more i
   courier_test::watchdog wd{"session modes: limit", 30s};
   for (const std::string mode : {"thread", "fork", "spawn"}) {
     INFO(mode);
-    auto server = start_server(mode, net::endpoint::kind_t::uds, {"--max-connections", "1"});
+    auto server = start_server(mode, net::transport_kind::uds, {"--max-connections", "1"});
     courier::system sys;
     net::node node(sys);
     // The readiness probe's session may still be ending: wait until one session is served.
@@ -244,7 +244,7 @@ std::string sanitizer_settings_for_limits() {
 started_server start_limited_server(const std::string& prefix, const std::string& wrapper, const std::string& mode,
                                     std::vector<std::string> extra = {}) {
   net::endpoint where;
-  where.kind = net::endpoint::kind_t::uds;
+  where.kind = net::transport_kind::uds;
   where.file = courier_test::temp_socket_path("limited");
   std::string line = sanitizer_settings_for_limits() + prefix + " exec " + wrapper + " " + COURIER_TEST_SESSION_MODES_SERVER + " --silent --" + mode +
                      " --uds --file " + where.file;
@@ -330,9 +330,9 @@ TEST_CASE("a process with a running system is refused the fork mode, with why", 
   const std::string file = courier_test::temp_socket_path("rule");
   const char* argv[] = {"server", "--fork", "--uds", "--file", file.c_str()};
   net::server_program program{.name = "rule-test"};
-  program.session_modes = true;
+  program.offers_start_modes = true;
   bool served = false;
-  const int status = net::run_server(5, argv, program, [&](net::server_context&) -> courier::result<net::serving> {
+  const int status = net::run_server(5, argv, program, [&](net::server_setup&) -> courier::result<net::serving> {
     served = true;
     return net::serving{};
   });
@@ -346,7 +346,7 @@ TEST_CASE("a process with a running system is refused the fork mode, with why", 
 TEST_CASE("--thread runs each session on a thread of its own: a handler that blocks stalls only its session",
           "[modes]") {
   courier_test::watchdog wd{"session modes: thread", 60s};
-  for (auto transport : {net::endpoint::kind_t::uds, net::endpoint::kind_t::tcp}) {
+  for (auto transport : {net::transport_kind::uds, net::transport_kind::tcp}) {
     INFO("thread over " << net::to_string(transport));
     auto server = start_server("thread", transport);
     courier::system sys;
@@ -365,7 +365,7 @@ TEST_CASE("--thread runs each session on a thread of its own: a handler that blo
     auto items = peer->items();
     CHECK(*items.read<std::string_view>() == net::to_string(transport));
     const std::string address(*items.read<std::string_view>());
-    if (transport == net::endpoint::kind_t::uds) CHECK(address.find("pid " + std::to_string(::getpid())) == 0);
+    if (transport == net::transport_kind::uds) CHECK(address.find("pid " + std::to_string(::getpid())) == 0);
     else CHECK(address.rfind("127.0.0.1:", 0) == 0);
 
     // a's handler blocks its thread for 0.8 s; b's session, and a new one, answer meanwhile.
@@ -389,7 +389,7 @@ TEST_CASE("--thread runs each session on a thread of its own: a handler that blo
     server.process.kill(SIGTERM);
     CHECK(server.process.wait(10s) == 0);
     CHECK_FALSE(b->call_wait(courier::token("PID_"), {}, 5s));
-    if (transport == net::endpoint::kind_t::uds) {
+    if (transport == net::transport_kind::uds) {
       struct stat st {};
       CHECK(::stat(server.where.file.c_str(), &st) != 0);
     }
@@ -411,7 +411,7 @@ bool thread_gone(pid_t pid, std::int64_t tid) {
 /// The test server, its stderr (the log) written to a file, started with `options`.
 started_server start_logged_server(const std::string& log_file, std::vector<std::string> options) {
   net::endpoint where;
-  where.kind = net::endpoint::kind_t::uds;
+  where.kind = net::transport_kind::uds;
   where.file = courier_test::temp_socket_path("log");
   std::string line = std::string("exec ") + COURIER_TEST_SESSION_MODES_SERVER + " --uds --file " + where.file;
   for (const auto& o : options) line.append(" ").append(o);
@@ -477,7 +477,7 @@ TEST_CASE("--thread keeps --kept-threads threads whose session ended for the nex
     ::unlink(log_file.c_str());
   }
   {
-    auto server = start_server("thread", net::endpoint::kind_t::uds, {"--kept-threads", "0"});
+    auto server = start_server("thread", net::transport_kind::uds, {"--kept-threads", "0"});
     const pid_t pid = server.process.pid();
     const auto first = session_tid(server);
     CHECK(courier_test::eventually([&] { return thread_gone(pid, first); }));  // ended with its session
@@ -496,7 +496,7 @@ TEST_CASE("over pipe a session server serves its one session on the main thread;
   for (const bool pool : {false, true}) {
     INFO((pool ? "--pool" : "no mode"));
     net::endpoint where;
-    where.kind = net::endpoint::kind_t::pipe;
+    where.kind = net::transport_kind::pipe;
     where.command = {COURIER_TEST_SESSION_MODES_SERVER};  // no arguments: the parser is skipped
     if (pool) where.command.insert(where.command.end(), {"--silent", "--pool"});
     auto session = node.connect(where);
@@ -517,7 +517,7 @@ TEST_CASE("a plain thread that closes a pipe session sleeps while the server pro
   courier::system sys;
   net::node node(sys);
   net::endpoint where;
-  where.kind = net::endpoint::kind_t::pipe;
+  where.kind = net::transport_kind::pipe;
   where.command = {COURIER_TEST_SESSION_MODES_SERVER, "--silent"};
   auto session = node.connect(where);
   REQUIRE(session);
@@ -550,7 +550,7 @@ TEST_CASE("--fork keeps --kept-processes processes whose session ended for the n
   net::node node(sys);
   const auto session_pid = [&](const started_server& server) { return one_session(node, server, pid_of); };
   {
-    auto server = start_server("fork", net::endpoint::kind_t::uds, {"--kept-processes", "1"});
+    auto server = start_server("fork", net::transport_kind::uds, {"--kept-processes", "1"});
     // A session may find the one place taken (by the readiness probe's process, or by one whose
     // end the acceptor has not read yet) and get a new process; sessions that follow one another
     // unhurried then run in the one kept process.
@@ -583,7 +583,7 @@ TEST_CASE("--fork keeps --kept-processes processes whose session ended for the n
     CHECK(courier_test::eventually([&] { return process_gone(after_crash); }));
   }
   {
-    auto server = start_server("fork", net::endpoint::kind_t::uds, {"--kept-processes", "0"});
+    auto server = start_server("fork", net::transport_kind::uds, {"--kept-processes", "0"});
     const auto first = session_pid(server);
     CHECK(courier_test::eventually([&] { return process_gone(first); }));  // ended with its session
     CHECK(session_pid(server) != first);
@@ -598,7 +598,7 @@ TEST_CASE("--fork: a connection handed to a kept process that dies before it tak
   courier_test::watchdog wd{"session modes: kept process dies", 120s};
   for (const int signal : {SIGTERM, SIGKILL}) {
     INFO("the kept processes get " << (signal == SIGTERM ? "SIGTERM" : "SIGKILL"));
-    auto server = start_server("fork", net::endpoint::kind_t::uds, {"--kept-processes", "4"});
+    auto server = start_server("fork", net::transport_kind::uds, {"--kept-processes", "4"});
     std::vector<std::int64_t> kept;
     {
       // Four sessions at once, then closed: their processes wait for the next (the acceptor reads
@@ -643,7 +643,7 @@ TEST_CASE("--max-memory is one budget for the process: the sessions of --thread 
   courier_test::watchdog wd{"session modes: one memory budget", 90s};
   for (const std::string mode : {"pool", "thread"}) {
     INFO(mode);
-    auto server = start_server(mode, net::endpoint::kind_t::uds, {"--max-memory", "1048576"});
+    auto server = start_server(mode, net::transport_kind::uds, {"--max-memory", "1048576"});
     // Four sessions each hold 400 KB of a frame still arriving: 1.6 MB against a 1 MiB budget, so
     // at least one is refused with 260 and why (with a budget per session none would be).
     padded_call call;
@@ -694,7 +694,7 @@ TEST_CASE("every session of a server has a number of its own, in every start mod
   };
   for (const std::string mode : {"pool", "thread", "fork", "spawn"}) {
     INFO(mode);
-    auto server = start_server(mode, net::endpoint::kind_t::uds);
+    auto server = start_server(mode, net::transport_kind::uds);
     courier::system sys;
     net::node node(sys);
     std::set<std::uint64_t> numbers;
@@ -948,9 +948,9 @@ TEST_CASE("mass: thread, fork and spawn sessions by the thousand, hundreds at on
     const auto own_descriptors = [&](const server_footprint& f) {
       return f.descriptors - (fork_mode ? per_kept_child * f.children : 0);
     };
-    auto server = thread_mode ? start_server(p.mode, net::endpoint::kind_t::uds, {"--kept-threads", "4"})
-                  : fork_mode ? start_server(p.mode, net::endpoint::kind_t::uds, {"--kept-processes", "4"})
-                              : start_server(p.mode, net::endpoint::kind_t::uds);
+    auto server = thread_mode ? start_server(p.mode, net::transport_kind::uds, {"--kept-threads", "4"})
+                  : fork_mode ? start_server(p.mode, net::transport_kind::uds, {"--kept-processes", "4"})
+                              : start_server(p.mode, net::transport_kind::uds);
     const pid_t pid = server.process.pid();
     courier::system sys;
     net::node node(sys);

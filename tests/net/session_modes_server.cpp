@@ -27,8 +27,8 @@ std::atomic<int> linger_ms{0};
 
 int main(int argc, char** argv) {
   net::server_program program{.name = "courier-test-session-modes-server"};
-  program.session_modes = true;
-  const int status = net::run_server(argc, argv, program, [](net::server_context& s) {
+  program.offers_start_modes = true;
+  const int status = net::run_server(argc, argv, program, [](net::server_setup& s) {
     // A session that is slow to start (a loaded host, a program with much to set up).
     if (const char* ms = std::getenv("COURIER_TEST_SLOW_START_MS"))
       std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(ms)));

@@ -116,7 +116,7 @@ struct session_server {
         where, cfg);
     INFO((s ? std::string("serving") : s.err().describe()));
     REQUIRE(s);
-    if (where.kind == endpoint::kind_t::tcp) where.port = s->port;
+    if (where.kind == courier::net::transport_kind::tcp) where.port = s->port;
   }
 
   // Lets go of the clients' refs the test kept (they hold the connections' actors, not their ends).
@@ -187,7 +187,7 @@ TEST_CASE("each connection gets a session of its own: its state, its peer, its i
     REQUIRE(srv.log.started.size() == 2);
     for (const net::peer_info& p : srv.log.started) {
       CHECK(p.transport == at.kind);
-      if (at.kind == endpoint::kind_t::uds) {
+      if (at.kind == courier::net::transport_kind::uds) {
         REQUIRE(p.credentials);
         CHECK(p.credentials->pid == ::getpid());  // both ends are this process
         CHECK(p.credentials->uid == ::getuid());

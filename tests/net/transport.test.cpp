@@ -22,20 +22,21 @@
 #include "watchdog.hpp"
 
 using courier::net::endpoint;
+using courier::net::transport_kind;
 using namespace std::chrono_literals;
 
 namespace {
 
 endpoint uds_at(const std::string& file) {
   endpoint where;
-  where.kind = endpoint::kind_t::uds;
+  where.kind = transport_kind::uds;
   where.file = file;
   return where;
 }
 
 endpoint tcp_at(const std::string& host, std::uint16_t port) {
   endpoint where;
-  where.kind = endpoint::kind_t::tcp;
+  where.kind = transport_kind::tcp;
   where.host = host;
   where.port = port;
   return where;

@@ -126,14 +126,14 @@ class service : public courier::actor<service, note, keep, report, echo_ref, whe
 
 courier::net::endpoint uds_endpoint() {
   courier::net::endpoint e;
-  e.kind = courier::net::endpoint::kind_t::uds;
+  e.kind = courier::net::transport_kind::uds;
   e.file = courier_test::temp_socket_path("zero-copy");
   return e;
 }
 
 courier::net::endpoint tcp_endpoint() {
   courier::net::endpoint e;
-  e.kind = courier::net::endpoint::kind_t::tcp;
+  e.kind = courier::net::transport_kind::tcp;
   e.host = "127.0.0.1";
   e.port = 0;
   return e;
@@ -150,7 +150,7 @@ struct pair {
   pair(courier::net::endpoint where, const courier::net::connection_config& server_cfg) {
     auto s = server_net.serve(target, where, server_cfg);
     REQUIRE(s);
-    if (where.kind == courier::net::endpoint::kind_t::tcp) where.port = s->port;
+    if (where.kind == courier::net::transport_kind::tcp) where.port = s->port;
     auto r = client_net.connect<api>(where);
     REQUIRE(r);
     remote = std::move(*r);
@@ -163,7 +163,7 @@ struct pair {
 };
 
 const char* name_of(const courier::net::endpoint& e) {
-  return e.kind == courier::net::endpoint::kind_t::uds ? "uds" : "tcp";
+  return e.kind == courier::net::transport_kind::uds ? "uds" : "tcp";
 }
 
 }  // namespace

@@ -360,7 +360,7 @@ template <class T>
 concept has_on_turn_end = requires(T& t) { t.on_turn_end(); };
 /// An actor with on_turn_end that also ends its turn where a batch taken from its mailbox is used
 /// up (`static constexpr bool courier_turn_end_per_batch = true;`): its hook runs before each new
-/// batch is taken from other threads, so they have pushed more by then (see remote.hpp: a
+/// batch is taken from other threads, so they have pushed more by then (see net/detail/connection.hpp: a
 /// connection writes there, and a flood of sends is taken in batches of up to
 /// config::throughput). Messages its handlers sent to their own actor are handled first: they
 /// belong to what was handled (a connection's handler that pushes to its peer before its reply

@@ -195,7 +195,7 @@ struct opened_context {
 
 namespace detail {
 
-// The messages the connection actor takes for contexts (remote.hpp handles them).
+// The messages the connection actor takes for contexts (net/detail/connection.hpp handles them).
 struct dynamic_call;
 struct open_child;
 struct close_child;
@@ -261,7 +261,7 @@ class context_ref {
 
   /// The context's services, by reflection (`$SVC`). Blocks: errc::would_deadlock on a worker.
   [[nodiscard]] courier::result<std::vector<service_description>> services(timespan timeout) const {
-    auto reply = call_wait(courier::token("$SVC"), {}, timeout);
+    auto reply = call_wait(wire::reflection_token, {}, timeout);
     if (!reply) return reply.err();
     return read_service_list(*reply);
   }

@@ -12,13 +12,15 @@
 
 namespace courier::net {
 
+/// The transports.
+enum class transport_kind : std::uint8_t {
+  pipe,  ///< the client starts `command` as a child on a socket pair (its stdin and stdout)
+  uds,   ///< a Unix-domain stream socket bound to `file`
+  tcp,   ///< TCP on `host`:`port` (IPv4 or IPv6; loopback unless told otherwise)
+};
+
 struct endpoint {
-  enum class kind_t : std::uint8_t {
-    pipe,  ///< the client starts `command` as a child on a socket pair (its stdin and stdout)
-    uds,   ///< a Unix-domain stream socket bound to `file`
-    tcp,   ///< TCP on `host`:`port` (IPv4 or IPv6; loopback unless told otherwise)
-  };
-  kind_t kind = kind_t::pipe;
+  transport_kind kind = transport_kind::pipe;
   /// uds: the socket file's path.
   std::string file;
   /// uds: the permissions a listener gives its socket file (owner-only by default).
@@ -38,6 +40,6 @@ struct endpoint {
 /// "pipe @ ./server --x", "uds /tmp/a.sock", "tcp 127.0.0.1:4567", "tcp [::1]:4567".
 std::string to_string(const endpoint& where);
 /// "pipe", "uds" or "tcp".
-const char* to_string(endpoint::kind_t kind) noexcept;
+const char* to_string(transport_kind kind) noexcept;
 
 }  // namespace courier::net

@@ -67,7 +67,7 @@ class local_context
       return {};
     }
     const std::uint64_t tid = one_way ? 0 : ++next_tid_;
-    if (c.token == reflection_token) {
+    if (c.token == wire::reflection_token) {
       if (!one_way) answer_reflection(*table, c, tid, promise);
       return {};
     }
@@ -139,7 +139,6 @@ class local_context
   }
 
  private:
-  static constexpr courier::token reflection_token{"$SVC"};
 
   const service_table* services_of(std::uint64_t id) const noexcept {
     if (id == 0) return services_.get();

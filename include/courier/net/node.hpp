@@ -10,7 +10,7 @@
 ///     auto sum = calc.ask(add{2, 3}, 1s);                            // the local API, over the wire
 ///
 /// A node owns one reactor (epoll, edge-triggered) that turns socket readiness into an `io_ready`
-/// message for the connection actor (remote.hpp) and accepts connections.
+/// message for the connection actor (net/detail/connection.hpp) and accepts connections.
 ///
 /// Who polls the sockets depends on the system's mode (`polled_by_system()` says which):
 /// - **threaded**: the system's workers poll the reactor when they would park, so the worker that
@@ -52,10 +52,10 @@
 #include <vector>
 
 #include "courier/error.hpp"
-#include "courier/net/connection.hpp"
+#include "courier/net/connection_config.hpp"
 #include "courier/net/detail/live_counters.hpp"
 #include "courier/net/endpoint.hpp"
-#include "courier/net/remote.hpp"
+#include "courier/net/detail/connection.hpp"
 #include "courier/net/session.hpp"
 #include "courier/net/transport.hpp"
 #include "courier/system.hpp"
@@ -253,7 +253,7 @@ class node {
     return core_->counters_of(ref.base());
   }
 
-  /// The parent context of the connection behind `ref` (from connect<I>, adopt<I> or link): the
+  /// The parent context of the connection behind `ref` (from connect<I>, adopt<I> or connect_duplex): the
   /// same connection called by token, typed and dynamic services alike, and its children opened;
   /// empty when `ref` is not one of this node's connections or the connection has ended.
   template <class I>
@@ -267,17 +267,17 @@ class node {
   /// wire::role::initiator, the other wire::role::acceptor). No wait for the handshake: the first
   /// call reports a failure. The descriptor is made non-blocking.
   template <class Out, class In>
-  courier::result<actor_ref<Out>> link(socket connected, actor_ref<In> served, wire::role side,
-                                       const connection_config& cfg = {}) {
+  courier::result<actor_ref<Out>> connect_duplex(socket connected, actor_ref<In> served, wire::role side,
+                                                 const connection_config& cfg = {}) {
     if (auto ok = make_nonblocking(connected.fd()); !ok) return ok.err();
-    using link_connection = connection<Out, In>;
+    using duplex_connection = connection<Out, In>;
     const spawn_options opts{.mailbox_capacity = cfg.mailbox_capacity};
     auto conn = side == wire::role::initiator
-                    ? core_->system().template spawn<link_connection>(opts, core_, std::move(connected),
-                                                                      std::optional<child_process>{}, cfg, nullptr,
-                                                                      std::move(served))
-                    : core_->system().template spawn<link_connection>(opts, core_, std::move(connected),
-                                                                      std::move(served), cfg, core_->make_share(cfg));
+                    ? core_->system().template spawn<duplex_connection>(opts, core_, std::move(connected),
+                                                                        std::optional<child_process>{}, cfg, nullptr,
+                                                                        std::move(served))
+                    : core_->system().template spawn<duplex_connection>(opts, core_, std::move(connected),
+                                                                        std::move(served), cfg, core_->make_share(cfg));
     return actor_ref<Out>(std::move(conn));
   }
 
@@ -318,7 +318,7 @@ class node {
   /// clients open come from `children` (a table whose factory makes them; may be null: none).
   courier::result<serving> serve_on(context_ref context, const endpoint& where, const connection_config& cfg = {},
                                     std::shared_ptr<const service_table> children = nullptr) {
-    if (where.kind == endpoint::kind_t::pipe) {
+    if (where.kind == transport_kind::pipe) {
       auto sock = pipe_server_socket(where);  // non-blocking, close-on-exec
       if (!sock) return sock.err();
       core_->system().template spawn<server_connection<no_interface>>(core_, std::move(*sock), actor_ref<no_interface>{},
@@ -356,7 +356,7 @@ class node {
                                                                        std::move(share), nullptr, context_ref{},
                                                                        std::move(session));
     };
-    if (where.kind == endpoint::kind_t::pipe) {
+    if (where.kind == transport_kind::pipe) {
       auto sock = pipe_server_socket(where);  // non-blocking, close-on-exec
       if (!sock) return sock.err();
       start(std::move(*sock), core_->make_share(cfg));
@@ -377,7 +377,7 @@ class node {
   /// Serves dynamic services per `where`: on stdin for pipe, listening otherwise.
   courier::result<serving> serve_on(std::shared_ptr<const service_table> services, const endpoint& where,
                                     const connection_config& cfg = {}) {
-    if (where.kind == endpoint::kind_t::pipe) {
+    if (where.kind == transport_kind::pipe) {
       auto sock = pipe_server_socket(where);  // non-blocking, close-on-exec
       if (!sock) return sock.err();
       core_->system().template spawn<server_connection<no_interface>>(core_, std::move(*sock), actor_ref<no_interface>{},
@@ -423,7 +423,7 @@ class node {
   /// Serves per `where`: serve_stdio for pipe, serve otherwise.
   template <class I>
   courier::result<serving> serve_on(actor_ref<I> target, const endpoint& where, const connection_config& cfg = {}) {
-    if (where.kind == endpoint::kind_t::pipe) {
+    if (where.kind == transport_kind::pipe) {
       if (auto ok = serve_stdio(std::move(target), cfg); !ok) return ok.err();
       return serving{"pipe (stdin)", 0};
     }

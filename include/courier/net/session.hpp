@@ -66,7 +66,7 @@ struct peer_info {
   /// run_server (its acceptor numbers the sessions it starts on threads or processes of their
   /// own), and on a node that serves sessions itself.
   std::uint64_t id = 0;
-  endpoint::kind_t transport = endpoint::kind_t::tcp;
+  transport_kind transport = transport_kind::tcp;
   /// tcp: the peer's address and port ("127.0.0.1:41234", "[::1]:41234"); uds: "pid P uid U gid G";
   /// pipe: "stdin". A session a server runs on a thread or in a process of its own (run_server's
   /// --thread, --fork and --spawn) is told its client's tcp address or uds credentials, with that
@@ -103,7 +103,7 @@ using session_factory = std::function<session(const peer_info& peer, context_ref
 namespace detail {
 
 /// The peer of an accepted socket on `transport`: its address or credentials (id left 0).
-peer_info peer_of(const socket& accepted, endpoint::kind_t transport);
+peer_info peer_of(const socket& accepted, transport_kind transport);
 /// The peer of a connected socket for a log line: "tcp 127.0.0.1:41234", "uds pid P uid U gid G"
 /// (a socket pair's too), or "an unknown peer".
 std::string describe_peer(const socket& connected);

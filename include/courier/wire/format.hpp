@@ -77,6 +77,9 @@ inline constexpr std::uint32_t min_max_depth = 32;
 /// connection) is far smaller.
 inline constexpr std::uint32_t max_first_frame_size = 4096;
 
+/// The service that lists a context's services with their signatures (docs/protocol.md section 15).
+inline constexpr courier::token reflection_token{"$SVC"};
+
 /// The decoded fixed header of a frame.
 ///
 /// Thread-safety: a value type.

@@ -3,7 +3,7 @@
 /// Reference-counted receive buffers and the message field types that view into them, so that a
 /// decoded frame can cross a mailbox hop without its strings and binaries being copied.
 ///
-/// A connection reads into `shared_block`s (courier/net/connection.hpp). A message field declared
+/// A connection reads into `shared_block`s (courier/net/connection_config.hpp). A message field declared
 /// as `string_ref` (or `bytes_ref`) decodes to a view into the block the frame was read into, plus a
 /// reference that keeps the block alive for as long as the message lives, on whichever thread the
 /// message is handled and destroyed. The handler takes the field as a `std::string_view` (or a

@@ -146,7 +146,7 @@ int main(int argc, char** argv) {
   }
 
   net::endpoint where = opts->where;
-  if (where.kind == net::endpoint::kind_t::pipe && where.command.empty()) where.command = {o.server};
+  if (where.kind == net::transport_kind::pipe && where.command.empty()) where.command = {o.server};
   std::map<std::string_view, perf::measured> raw;
   if (o.raw) {
     auto peer = perf::raw_peer::start(self, where, mode_names.at(o.raw_mode));
@@ -184,8 +184,8 @@ int main(int argc, char** argv) {
         if (m.err() == courier::errc::no_such_service) {
           // The tests call the services of courier-perf-server (ADD5, SNT_, ...): any other server
           // lacks them.
-          const char* start = where.kind == net::endpoint::kind_t::tcp   ? "courier-perf-server --tcp --port P"
-                              : where.kind == net::endpoint::kind_t::uds ? "courier-perf-server --uds --file F"
+          const char* start = where.kind == net::transport_kind::tcp   ? "courier-perf-server --tcp --port P"
+                              : where.kind == net::transport_kind::uds ? "courier-perf-server --uds --file F"
                                                                           : "courier-perf @ courier-perf-server";
           std::fprintf(stderr, "courier-perf: the server at %s is not courier-perf-server, whose services the tests call; "
                                "run '%s' (or --matrix, which starts its own)\n",

@@ -21,7 +21,7 @@ namespace courier::perf {
 
 namespace {
 
-using kind = net::endpoint::kind_t;
+using kind = net::transport_kind;
 
 struct setup {
   kind transport;

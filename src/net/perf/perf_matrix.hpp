@@ -34,6 +34,6 @@ int run_matrix(const matrix_options& opts);
 
 /// libmsgque's figure for a cell of its summary (C, Intel Core2 6600, 2009), as counts per second:
 /// 0 where the summary has none. Its `pool` is the summary's thread row (sessions inside one process).
-double libmsgque_per_second(net::endpoint::kind_t transport, start_mode mode, std::string_view test) noexcept;
+double libmsgque_per_second(net::transport_kind transport, start_mode mode, std::string_view test) noexcept;
 
 }  // namespace courier::perf

@@ -46,25 +46,15 @@ courier::result<void> echoed(bool ok) {
 
 }  // namespace
 
-const char* to_string(start_mode mode) noexcept {
-  switch (mode) {
-    case start_mode::thread: return "thread";
-    case start_mode::fork: return "fork";
-    case start_mode::spawn: return "spawn";
-    case start_mode::pool: break;
-  }
-  return "pool";
-}
-
 courier::result<raw_peer> raw_peer::start(const std::string& self, const net::endpoint& where, start_mode mode) {
   raw_peer peer;
   peer.self_ = self;
   peer.where_ = where;
-  if (where.kind == net::endpoint::kind_t::pipe) {
+  if (where.kind == net::transport_kind::pipe) {
     peer.where_.command = {self, "--raw-echo"};
     return peer;
   }
-  if (where.kind == net::endpoint::kind_t::uds) peer.where_.file = where.file + ".raw";
+  if (where.kind == net::transport_kind::uds) peer.where_.file = where.file + ".raw";
   else peer.where_.port = 0;
   auto listening = net::listen(peer.where_);
   if (!listening) return listening.err();

@@ -17,13 +17,12 @@
 #include "courier/error.hpp"
 #include "courier/net/endpoint.hpp"
 #include "courier/net/process.hpp"
+#include "courier/net/start_mode.hpp"
 #include "courier/net/transport.hpp"
 
 namespace courier::perf {
 
-/// How a server runs each connection: its start mode (--pool, --thread, --fork, --spawn).
-enum class start_mode : std::uint8_t { pool, thread, fork, spawn };
-const char* to_string(start_mode mode) noexcept;
+using net::start_mode;
 
 /// What a test counted in the time it ran.
 struct measured {

@@ -73,8 +73,8 @@ net::session make_session(const std::shared_ptr<const net::service_table>& child
 int main(int argc, char** argv) {
   net::server_program program{.name = "courier-perf-server"};
   program.base.max_child_contexts = 64;
-  program.session_modes = true;  // a session shares nothing with the others
-  return net::run_server(argc, argv, program, [](net::server_context& s) {
+  program.offers_start_modes = true;  // a session shares nothing with the others
+  return net::run_server(argc, argv, program, [](net::server_setup& s) {
     auto children = child_services();
     return s.net.serve_sessions([children](const net::peer_info&, net::context_ref) { return make_session(children); },
                                 s.where, s.config);

@@ -12,7 +12,7 @@
 #include <string_view>
 
 #include "courier/error.hpp"
-#include "courier/net/connection.hpp"
+#include "courier/net/connection_config.hpp"
 #include "courier/net/context.hpp"
 #include "courier/net/endpoint.hpp"
 #include "courier/net/node.hpp"

@@ -1,11 +1,11 @@
 #pragma once
 /// @file
-/// What both connection actors (remote.hpp) are made of, private to the network layer: their
-/// reactor registration (io_link), the messages their turns run on (io_ready, engine_tick,
+/// What the connection actor (connection.hpp) is made of, private to the network layer: its
+/// reactor registration (reactor_registration), the messages its turns run on (io_ready, connection_tick,
 /// read_retry, close_request, child_exited), and connection_base, which holds the node's
 /// services, the connection's wire_stream and its registration.
 ///
-/// Thread-safety: io_link is touched by the reactor's thread and the actor (atomics); the rest only
+/// Thread-safety: reactor_registration is touched by the reactor's thread and the actor (atomics); the rest only
 /// in the actor's turns.
 
 #include <algorithm>
@@ -24,7 +24,7 @@
 #include "courier/actor.hpp"
 #include "courier/detail/message.hpp"
 #include "courier/detail/runtime.hpp"
-#include "courier/net/connection.hpp"
+#include "courier/net/connection_config.hpp"
 #include "courier/net/detail/live_counters.hpp"
 #include "courier/net/detail/reactor.hpp"
 #include "courier/net/detail/wire_stream.hpp"
@@ -39,7 +39,7 @@ namespace courier::net::detail {
 struct io_ready {};
 /// The engine's clock: handshake and close time-outs, keepalive pings, dead-peer detection. One
 /// is on its way at a time, due at the connection's next deadline.
-struct engine_tick {};
+struct connection_tick {};
 /// A connection whose receive blocks were all held looks again (one pending at a time).
 struct read_retry {};
 /// The node is stopping: close in order (calls received are still answered, new ones refused).
@@ -71,7 +71,7 @@ class owned_handler : public io_handler {
 
 /// A connection actor's registration with the reactor, owned by the actor; freed when it stops,
 /// after reactor::remove (which waits for an on_io in progress on another thread).
-class io_link : public owned_handler {
+class reactor_registration : public owned_handler {
  public:
   /// The readiness reported since the connection last took it (EPOLLIN, EPOLLOUT, EPOLLRDHUP...):
   /// or-ed in before an io_ready is queued, so none is lost while one is on its way.
@@ -98,9 +98,9 @@ void post_io_ready(const actor_ref<Conn>& ref) {
 
 /// A registration that queues `Msg` (at most one at a time) when its descriptor turns ready.
 template <class Conn, class Msg = io_ready>
-class io_link_for final : public io_link {
+class reactor_registration_for final : public reactor_registration {
  public:
-  explicit io_link_for(actor_ref<Conn> r) : ref(std::move(r)) {}
+  explicit reactor_registration_for(actor_ref<Conn> r) : ref(std::move(r)) {}
   void on_io(std::uint32_t epoll_events) noexcept override {
     if (!alive.load(std::memory_order_acquire)) return;
     // seq_cst, with rearm(): an event whose bits the turn's exchange missed finds `queued` clear.
@@ -135,7 +135,7 @@ class connection_base {
  protected:
   /// Registers with the reactor and queues the handshake; `actor` is the connection actor, and
   /// `close` queues a close_request to it (the node calls it when it stops).
-  void attach(std::unique_ptr<io_link> link, courier::detail::actor_base* actor, const std::uint16_t* context_map,
+  void attach(std::unique_ptr<reactor_registration> link, courier::detail::actor_base* actor, const std::uint16_t* context_map,
               void (*close)(courier::detail::actor_base*));
   /// Stops receiving readiness, closes the socket, forgets the actor in the node's registry.
   void detach() noexcept;
@@ -172,7 +172,7 @@ class connection_base {
   void node_io_remove(int fd) noexcept;
   void leave_share() noexcept;
 
-  /// Keeps one engine_tick on its way, due at the connection's next deadline: a tick already
+  /// Keeps one connection_tick on its way, due at the connection's next deadline: a tick already
   /// armed for that time or earlier stays (one that fires early only re-arms). Called at the end
   /// of every turn, so a deadline that moved closer (a close started) is armed at once. `also`
   /// is a deadline of the connection's own (a session's idle time).
@@ -184,7 +184,7 @@ class connection_base {
     clock_.cancel();
     const auto now = std::chrono::steady_clock::now();
     const auto wait = due <= now ? std::chrono::nanoseconds(0) : std::chrono::ceil<std::chrono::nanoseconds>(due - now);
-    clock_ = self.delayed_send(engine_tick{}, wait);
+    clock_ = self.delayed_send(connection_tick{}, wait);
     clock_due_ = due;
   }
   /// The armed tick arrived.
@@ -194,9 +194,9 @@ class connection_base {
   std::shared_ptr<listener_share> share_;
   live_counters counters_;  // node::counters reads them
   wire_stream stream_;
-  std::unique_ptr<io_link> link_;
+  std::unique_ptr<reactor_registration> link_;
   courier::detail::actor_base* self_base_ = nullptr;
-  timer_handle clock_;  // the engine_tick on its way
+  timer_handle clock_;  // the connection_tick on its way
   std::chrono::steady_clock::time_point clock_due_ = std::chrono::steady_clock::time_point::max();
   bool retry_pending_ = false;  // a read_retry is on its way
   bool watching_writable_ = false;  // EPOLLOUT is in the registration: output waits

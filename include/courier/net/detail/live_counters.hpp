@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "courier/net/connection.hpp"
+#include "courier/net/connection_config.hpp"
 
 namespace courier::net::detail {
 

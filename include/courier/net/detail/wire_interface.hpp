@@ -2,7 +2,7 @@
 /// @file
 /// An interface in wire terms: the token table built at compile time from the interface's messages,
 /// and how a reply of each message crosses the wire (private to the network layer). The connection
-/// actors (remote.hpp) use it; nothing here does I/O.
+/// actor (net/detail/connection.hpp) uses it; nothing here does I/O.
 ///
 ///     struct add {
 ///       static constexpr courier::token token{"ADD_"};

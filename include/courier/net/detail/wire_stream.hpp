@@ -1,7 +1,7 @@
 #pragma once
 /// @file
 /// One connection's byte work (private to the network layer), shared by the connection actors
-/// (remote.hpp): the
+/// (net/detail/connection.hpp): the
 /// socket, the protocol engine (courier/wire/engine.hpp: handshake, ping, close, spoiled frames),
 /// the receive blocks, and one output buffer that every frame queued during a turn goes into, so
 /// that a burst leaves in one write. The actor that owns it calls it only from its own turns, so
@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "courier/error.hpp"
-#include "courier/net/connection.hpp"
+#include "courier/net/connection_config.hpp"
 #include "courier/net/socket.hpp"
 #include "courier/wire/buffer.hpp"
 #include "courier/wire/shared_buffer.hpp"

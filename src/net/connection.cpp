@@ -1,5 +1,5 @@
 // The parts of the remote layer that are the same for every interface.
-#include "courier/net/remote.hpp"
+#include "courier/net/detail/connection.hpp"
 
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -64,7 +64,7 @@ void connection_base::leave_share() noexcept {
 
 courier::system& connection_base::node_system() noexcept { return node_->system(); }
 
-void connection_base::attach(std::unique_ptr<io_link> link, courier::detail::actor_base* actor,
+void connection_base::attach(std::unique_ptr<reactor_registration> link, courier::detail::actor_base* actor,
                              const std::uint16_t* context_map, void (*close)(courier::detail::actor_base*)) {
   self_base_ = actor;
   link_ = std::move(link);

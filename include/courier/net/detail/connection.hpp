@@ -47,7 +47,7 @@
 #include "courier/actor.hpp"
 #include "courier/detail/message.hpp"
 #include "courier/detail/runtime.hpp"
-#include "courier/net/connection.hpp"
+#include "courier/net/connection_config.hpp"
 #include "courier/net/context.hpp"
 #include "courier/net/local_context.hpp"
 #include "courier/net/detail/call_table.hpp"
@@ -70,7 +70,7 @@ using no_interface = courier::interface<>;
 /// by handing the peer's calls to a local actor.
 template <class Out, class In>
 class connection
-    : public detail::interface_messages<Out>::template actor_base<connection<Out, In>, detail::io_ready, detail::engine_tick,
+    : public detail::interface_messages<Out>::template actor_base<connection<Out, In>, detail::io_ready, detail::connection_tick,
                                                                     detail::read_retry, detail::close_request,
                                                                     detail::child_exited, detail::deferred_answer,
                                                                     detail::dynamic_call, detail::open_child,
@@ -130,7 +130,7 @@ class connection
 
   void on_start() {
     bounded_mailbox_ = this->mailbox_capacity() != 0;
-    attach(std::make_unique<detail::io_link_for<connection>>(this->self()), this,
+    attach(std::make_unique<detail::reactor_registration_for<connection>>(this->self()), this,
            context_map(),
            &detail::post_to_connection<detail::close_request, connection>);
     watch_child();
@@ -264,7 +264,7 @@ class connection
     drain();
   }
 
-  void on(const detail::engine_tick&) {
+  void on(const detail::connection_tick&) {
     clock_fired();
     // Bytes that wait in the socket arrived before this turn: they are read before any time-out is
     // judged, so a connection slow to get to its input (a busy worker, a stopped process) does not
@@ -368,7 +368,7 @@ class connection
         return;
       }
     }
-    if (f.token() == reflection_token) {
+    if (f.token() == wire::reflection_token) {
       if (is_call) answer_reflection(f);
       return;
     }
@@ -439,7 +439,6 @@ class connection
   std::size_t in_flight() const noexcept { return calls_.in_flight(); }
 
  private:
-  static constexpr courier::token reflection_token{"$SVC"};
   // This actor's type indices for the messages of context_calls (a context_ref to it).
   static const std::uint16_t* context_map() noexcept {
     return courier::detail::implementation<connection, detail::context_calls>::indices;
@@ -628,7 +627,7 @@ class connection
   // A pipe server's pidfd joins the reactor: its exit is a message, never a wait.
   void watch_child() {
     if (!child_ || child_->exit_fd() < 0) return;
-    auto link = std::make_unique<detail::io_link_for<connection, detail::child_exited>>(this->self());
+    auto link = std::make_unique<detail::reactor_registration_for<connection, detail::child_exited>>(this->self());
     link->fd = child_->exit_fd();
     if (node_io_add(link->fd, link.get())) child_link_ = std::move(link);
   }
@@ -923,7 +922,7 @@ class connection
   std::uint32_t sends_since_marker_ = 0;
   std::optional<child_process> child_;
   std::optional<int> exit_status_;
-  std::unique_ptr<detail::io_link> child_link_;  // the pidfd's registration
+  std::unique_ptr<detail::reactor_registration> child_link_;  // the pidfd's registration
   timer_handle child_wait_;
   std::shared_ptr<detail::handshake_outcome> opened_;
   std::vector<waiting_open> opens_waiting_;         // child opens asked before the handshake ended
