@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "../src/net/perf/machine.hpp"  // the machine line, as courier-perf prints it
 #include "counting_allocator.hpp"
 
 #if defined(__unix__) || defined(__APPLE__)
@@ -53,42 +54,7 @@ double median_of(int runs, F f) {
   return median(std::move(xs));
 }
 
-/// One-line description of the machine, e.g.
-/// "Intel(R) Xeon(R) CPU @ 2.20GHz | 2 cores | Linux 6.1.0-18-amd64 x86_64".
-inline std::string machine_description() {
-  std::string cpu = "unknown CPU";
-  {
-    std::ifstream in{"/proc/cpuinfo"};
-    std::string line;
-    while (std::getline(in, line)) {
-      // x86: "model name"; some ARM kernels: "Processor" / "Hardware".
-      if (line.rfind("model name", 0) == 0 || line.rfind("Processor", 0) == 0
-          || line.rfind("Hardware", 0) == 0) {
-        auto colon = line.find(':');
-        if (colon != std::string::npos) {
-          auto first = line.find_first_not_of(" \t", colon + 1);
-          if (first != std::string::npos) {
-            cpu = line.substr(first);
-            break;
-          }
-        }
-      }
-    }
-  }
-  long cores = 0;
-#if defined(_SC_NPROCESSORS_ONLN)
-  cores = ::sysconf(_SC_NPROCESSORS_ONLN);
-#endif
-  if (cores <= 0)
-    cores = static_cast<long>(std::thread::hardware_concurrency());
-  std::string kernel = "unknown kernel";
-#if defined(__unix__) || defined(__APPLE__)
-  struct utsname u;
-  if (::uname(&u) == 0)
-    kernel = std::string{u.sysname} + " " + u.release + " " + u.machine;
-#endif
-  return cpu + " | " + std::to_string(cores) + " cores | " + kernel;
-}
+using courier::perf::machine_description;
 
 /// The command line every benchmark takes (CLI11): [--quick] [--runs N], plus the program's own
 /// options, which `extra` adds to the same parser (--only, say). --quick is the CI smoke run:

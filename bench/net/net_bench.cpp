@@ -88,7 +88,7 @@
 #include <tuple>
 
 #include "bench_util.hpp"
-#include "blocking_io.hpp"
+#include "../../src/net/perf/blocking_io.hpp"
 
 namespace {
 
@@ -140,8 +140,8 @@ void pin_to(int cpu) {
 
 // ---- blocking I/O helpers -----------------------------------------------------------------------
 
-using courier_bench::read_exact;
-using courier_bench::write_all;
+using courier::perf::read_exact;
+using courier::perf::write_all;
 
 /// The control socket: one line of text at a time (coordination only, never on a measured path).
 bool send_line(int fd, std::string_view text) {

@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "courier/net/node.hpp"
+#include "courier/net/detail/node_core.hpp"
 #include "courier/wire/encoder.hpp"
 
 namespace courier::net::detail {

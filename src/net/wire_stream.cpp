@@ -8,7 +8,7 @@
 #include <random>
 #include <utility>
 
-#include "courier/net/session.hpp"
+#include "courier/net/peer.hpp"
 #include "courier/wire/encoder.hpp"
 
 namespace courier::net::detail {

@@ -36,167 +36,26 @@
 ///
 /// Thread-safety: serve, connect, stop and the counters may be called from any thread.
 
-#include <sys/epoll.h>
-
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <functional>
 #include <future>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "courier/error.hpp"
 #include "courier/net/connection_config.hpp"
-#include "courier/net/detail/live_counters.hpp"
-#include "courier/net/endpoint.hpp"
+#include "courier/net/detail/acceptor.hpp"
 #include "courier/net/detail/connection.hpp"
+#include "courier/net/detail/node_core.hpp"
+#include "courier/net/endpoint.hpp"
 #include "courier/net/session.hpp"
 #include "courier/net/transport.hpp"
 #include "courier/system.hpp"
 
 namespace courier::net {
-
-namespace detail {
-
-class acceptor;
-
-/// What the node and its connection actors share: the reactor, the connections alive (to close
-/// them at stop), and who polls the reactor. The system polls it through courier::detail::io_poller
-/// where it can (a threaded system's workers when they would park; an embedded system's host
-/// loop, the reactor's fd joined to wake_fd); otherwise a thread of the node's own waits on it.
-/// Kept alive by every connection actor, so the reactor outlives the last registration.
-class node_core {
- public:
-  explicit node_core(courier::system& sys);
-  ~node_core();
-
-  courier::system& system() noexcept { return sys_; }
-  net::detail::reactor& io() noexcept { return reactor_; }
-
-  /// A connection actor started (counted, and closed at stop through `close`, which queues it a
-  /// close_request) or stopped. The node holds a reference to each while it is listed.
-  void enter(courier::detail::actor_base* connection, void (*close)(courier::detail::actor_base*),
-             const live_counters* counters, const std::uint16_t* context_map);
-  void leave(courier::detail::actor_base* connection) noexcept;
-
-  /// Keeps a listener (its accept handler) until stop.
-  void keep(std::unique_ptr<acceptor> a);
-
-  /// Stops accepting, asks every connection to close, and stops polling the reactor once they
-  /// are gone (or after `grace`).
-  void stop(std::chrono::milliseconds grace);
-
-  std::size_t connections() const;
-  /// A new session's number: from 1, never reused while the node lives.
-  std::uint64_t next_session_id() noexcept { return next_session_.fetch_add(1, std::memory_order_relaxed) + 1; }
-  /// The next session is numbered `first` (and those after it from there).
-  void number_sessions_from(std::uint64_t first) noexcept { next_session_.store(first - 1, std::memory_order_relaxed); }
-  /// A listener's share for its connections: their count and the receive memory they count
-  /// against: the node's budget where it was given one, else one of cfg.max_receive_memory.
-  std::shared_ptr<listener_share> make_share(const connection_config& cfg) const {
-    auto share = std::make_shared<listener_share>();
-    share->memory = memory_;
-    if (!share->memory && cfg.max_receive_memory != 0)
-      share->memory = std::make_shared<receive_memory>(cfg.max_receive_memory);
-    share->log = cfg.log;
-    return share;
-  }
-  /// Every connection of this node counts its receive memory against `budget` (shared with other
-  /// nodes of the process), whatever its config's max_receive_memory.
-  void count_receive_memory_against(std::shared_ptr<receive_memory> budget) noexcept { memory_ = std::move(budget); }
-  /// The counters of `connection` if it is one of this node's and alive; nothing otherwise.
-  std::optional<connection_counters> counters_of(const courier::detail::actor_base* connection) const;
-  /// The parent context of `connection` if it is one of this node's and alive (a new reference).
-  context_ref context_of(courier::detail::actor_base* connection) const;
-  /// Waits until a connection was made and none is left (or stop()); for a --pipe server, whose
-  /// one connection is its life. False on time-out.
-  bool wait_no_connections(std::chrono::milliseconds timeout);
-  /// Waits until stop() (from another thread or a signal watcher).
-  void wait_stopped();
-  /// True when the system polls the reactor (its workers, or an embedded host's run calls): the
-  /// node has no thread of its own.
-  bool polled_by_system() const noexcept { return by_system_; }
-
- private:
-  /// Waits up to `grace` for the connections to close; drives a manual system meanwhile when
-  /// called on its driving thread (outside any actor), where nobody else would run them.
-  void wait_closed(std::chrono::milliseconds grace);
-  static std::size_t poll_from_system(void* self, int timeout_ms) noexcept;
-  static void wake_from_any(void* self) noexcept;
-
-  courier::system& sys_;
-  courier::detail::system_core* core_;
-  net::detail::reactor reactor_;
-  courier::detail::io_poller poller_{};
-  bool by_system_ = false;
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  struct listed {
-    courier::detail::actor_base* actor;
-    void (*close)(courier::detail::actor_base*);
-    const live_counters* counters;
-    const std::uint16_t* context_map;  // the connection's type indices for context_calls
-  };
-  std::vector<listed> connections_;
-  std::vector<std::shared_ptr<acceptor>> acceptors_;  // shared: leave() may be retrying one
-  bool ever_connected_ = false;
-  std::shared_ptr<receive_memory> memory_;  // set before the node serves: read without the lock
-  bool stopped_ = false;
-  std::atomic<bool> stopping_{false};
-  std::atomic<std::uint64_t> next_session_{0};
-  std::thread thread_;  // only when the system cannot poll (deterministic, or embedded with on_wake)
-};
-
-/// Accepts on a listener when it is ready and starts one server_connection per socket.
-///
-/// Refusals are said on the wire, never by silence: a connection past max_connections, or one
-/// accepted while the process is out of descriptors, gets ERROR 260 as its first frame (with a
-/// text that says why) and is closed. Out of descriptors, it accepts with a spare descriptor it
-/// keeps for that (closed, accept, refuse, reopened); when even that fails it is `starved` and
-/// accepts again as soon as one of the node's connections closes (node_core::leave), since the
-/// listener is edge-triggered and would not report the waiting connections again.
-///
-/// Thread-safety: on_io runs on a poller and retry() on whichever thread closed a connection;
-/// both take the acceptor's lock.
-class acceptor final : public owned_handler {
- public:
-  acceptor(net::listener l, std::function<void(socket)> start, std::shared_ptr<listener_share> share,
-           std::size_t max_connections);
-  ~acceptor();
-  void on_io(std::uint32_t) noexcept override;
-  /// Accepts again (after the last round ran out of descriptors).
-  void retry() noexcept;
-  /// The last round ran out of descriptors, even the spare one.
-  bool starved() const noexcept { return starved_.load(std::memory_order_acquire); }
-  net::listener& listening() noexcept { return listener_; }
-
- private:
-  enum class spare_outcome : std::uint8_t { refused, none_waiting, no_spare };
-  void accept_all();
-  spare_outcome refuse_with_spare();
-
-  std::mutex mutex_;
-  net::listener listener_;
-  std::function<void(socket)> start_;
-  std::shared_ptr<listener_share> share_;
-  std::size_t max_connections_;
-  int spare_ = -1;  // a descriptor held back to accept-and-refuse while out of descriptors
-  std::atomic<bool> starved_{false};
-};
-
-/// Writes ERROR `code` (transaction id 0) with `text` to a just-accepted socket and closes it: a
-/// refusal the peer reads instead of its handshake (docs/protocol.md section 8).
-void refuse(socket& sock, std::uint32_t code, std::string_view text,
-            const std::shared_ptr<const log_hook>& log = nullptr) noexcept;
-
-
-}  // namespace detail
 
 /// What serve() reports: where it listens (the real port when port 0 was asked).
 struct serving {

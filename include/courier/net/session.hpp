@@ -32,49 +32,20 @@
 /// block, and state it shares between sessions needs its own guard, an actor for instance).
 /// peer_info and session are values.
 
-#include <sys/types.h>
-
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <optional>
-#include <string>
 #include <utility>
 #include <vector>
 
 #include "courier/actor_ref.hpp"
 #include "courier/error.hpp"
 #include "courier/net/context.hpp"
-#include "courier/net/endpoint.hpp"
+#include "courier/net/peer.hpp"
 
 namespace courier::net {
 
 class service_table;
-class socket;
-
-/// The peer process of a Unix-domain connection, as the kernel saw it when it connected
-/// (SO_PEERCRED).
-struct peer_credentials {
-  pid_t pid = 0;
-  uid_t uid = 0;
-  gid_t gid = 0;
-};
-
-/// Who is on the other side of a session's connection.
-struct peer_info {
-  /// This session's number, from 1, never reused while its server runs: in every start mode of
-  /// run_server (its acceptor numbers the sessions it starts on threads or processes of their
-  /// own), and on a node that serves sessions itself.
-  std::uint64_t id = 0;
-  transport_kind transport = transport_kind::tcp;
-  /// tcp: the peer's address and port ("127.0.0.1:41234", "[::1]:41234"); uds: "pid P uid U gid G";
-  /// pipe: "stdin". A session a server runs on a thread or in a process of its own (run_server's
-  /// --thread, --fork and --spawn) is told its client's tcp address or uds credentials, with that
-  /// transport.
-  std::string address;
-  /// uds: the peer's process and user.
-  std::optional<peer_credentials> credentials;
-};
 
 /// What a session is made of: what its factory returns for one connection.
 struct session {
@@ -101,12 +72,6 @@ struct session {
 using session_factory = std::function<session(const peer_info& peer, context_ref client)>;
 
 namespace detail {
-
-/// The peer of an accepted socket on `transport`: its address or credentials (id left 0).
-peer_info peer_of(const socket& accepted, transport_kind transport);
-/// The peer of a connected socket for a log line: "tcp 127.0.0.1:41234", "uds pid P uid U gid G"
-/// (a socket pair's too), or "an unknown peer".
-std::string describe_peer(const socket& connected);
 
 /// What an accepted connection needs to start its session.
 struct session_start {

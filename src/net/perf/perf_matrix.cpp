@@ -14,7 +14,7 @@
 #include <optional>
 #include <thread>
 
-#include "bench_util.hpp"
+#include "machine.hpp"
 #include "perf_tests.hpp"
 
 namespace courier::perf {
@@ -256,7 +256,7 @@ void print_table(const matrix_options& opts, const std::vector<setup_result>& re
 
 nlohmann::json to_json(const matrix_options& opts, const std::vector<setup_result>& results, const compared* other) {
   nlohmann::json doc;
-  doc["machine"] = courier_bench::machine_description();
+  doc["machine"] = machine_description();
   doc["seconds_per_cell"] = opts.run_for.count();
   doc["libmsgque"] = "libmsgque's performance summary, C row, measured on another machine (Intel Core2 6600, 2009): "
                      "a scale, not a ratio; pool is set beside its thread row";
@@ -306,7 +306,7 @@ bool draw_chart(const matrix_options& opts, const std::vector<setup_result>& res
     std::fprintf(stderr, "courier-perf: cannot write %s\n", data.c_str());
     return false;
   }
-  const std::string title = "courier-perf --matrix, " + courier_bench::machine_description();
+  const std::string title = "courier-perf --matrix, " + machine_description();
   // The names go to gnuplot as strings in its own syntax: single quotes, doubled inside.
   auto quoted = [](const std::string& s) {
     std::string q = "'";
@@ -354,7 +354,7 @@ int run_matrix(const matrix_options& opts) {
   for (kind t : {kind::uds, kind::tcp})
     for (start_mode m : opts.modes) setups.push_back({t, m});
   const double per_setup = opts.run_for.count() * 1.1 * static_cast<double>(opts.tests.size() + raw_tests.size()) + 0.5;
-  std::printf("machine: %s\n", courier_bench::machine_description().c_str());
+  std::printf("machine: %s\n", machine_description().c_str());
   std::optional<compared> other;
   if (!opts.compare_file.empty()) {
     auto read = read_compared(opts.compare_file);

@@ -25,9 +25,6 @@ courier::error errno_error(const char* what) {
   return {std::error_code(errno, std::system_category()), std::string("raw peer: ") + what};
 }
 
-using courier_bench::make_blocking;
-using courier_bench::read_exact;
-using courier_bench::write_all;
 
 /// Echoes what arrives on `in` to `out` until the end of the stream.
 void echo(int in, int out) {

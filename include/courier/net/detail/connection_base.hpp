@@ -63,12 +63,6 @@ struct handshake_outcome {
   }
 };
 
-/// A reactor handler the node owns and frees (the reactor's io_handler has no virtual destructor).
-class owned_handler : public io_handler {
- public:
-  virtual ~owned_handler() = default;
-};
-
 /// A connection actor's registration with the reactor, owned by the actor; freed when it stops,
 /// after reactor::remove (which waits for an on_io in progress on another thread).
 class reactor_registration : public owned_handler {
@@ -114,14 +108,6 @@ class reactor_registration_for final : public reactor_registration {
     }
   }
   actor_ref<Conn> ref;
-};
-
-/// What one listener shares with the connections it accepted: how many are alive (for
-/// connection_config::max_connections) and the receive memory they may hold.
-struct listener_share {
-  std::atomic<std::size_t> connections{0};
-  std::shared_ptr<receive_memory> memory;
-  std::shared_ptr<const log_hook> log;  // the listener's: refusals
 };
 
 /// What both connection actors share: the node's services (reactor, registry of live

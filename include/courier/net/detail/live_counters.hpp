@@ -1,15 +1,20 @@
 #pragma once
 /// @file
-/// A connection's connection_counters as its actor updates them and any thread reads them
-/// (node::counters), private to the network layer.
+/// What connections share with those who count them, private to the network layer: a
+/// connection's connection_counters as its actor updates them and any thread reads them
+/// (node::counters), and what one listener's connections share (their number, their receive
+/// memory, the listener's log).
 ///
-/// Thread-safety: atomics; written by the connection actor's turns, read anywhere.
+/// Thread-safety: atomics (and values set before the first connection); written by the connection
+/// actors' turns, read anywhere.
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "courier/net/connection_config.hpp"
+#include "courier/net/detail/wire_stream.hpp"
 
 namespace courier::net::detail {
 
@@ -25,6 +30,14 @@ struct live_counters {
   void note_outbound(std::size_t waiting) noexcept {
     if (waiting > outbound_peak.load(std::memory_order_relaxed)) outbound_peak.store(waiting, std::memory_order_relaxed);
   }
+};
+
+/// What one listener shares with the connections it accepted: how many are alive (for
+/// connection_config::max_connections) and the receive memory they may hold.
+struct listener_share {
+  std::atomic<std::size_t> connections{0};
+  std::shared_ptr<receive_memory> memory;
+  std::shared_ptr<const log_hook> log;  // the listener's: refusals
 };
 
 }  // namespace courier::net::detail

@@ -127,4 +127,10 @@ class reactor_thread {
   std::thread thread_;  // last: starts once the members it uses exist
 };
 
+/// A reactor handler the node owns and frees (the reactor's io_handler has no virtual destructor).
+class owned_handler : public io_handler {
+ public:
+  virtual ~owned_handler() = default;
+};
+
 }  // namespace courier::net::detail

@@ -1,5 +1,5 @@
-// blocking_io.hpp -- the raw peers' I/O: whole writes and exact reads on a blocking descriptor,
-// shared by courier-net-bench and courier-perf, whose raw limits must be measured the same way.
+// The raw peers' I/O: whole writes and exact reads on a blocking descriptor, shared by courier-perf
+// and courier-net-bench (which includes it from here), whose raw limits must be measured the same way.
 #pragma once
 
 #include <fcntl.h>
@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <cstddef>
 
-namespace courier_bench {
+namespace courier::perf {
 
 /// Writes all `size` bytes; false once the descriptor fails or the peer is gone.
 inline bool write_all(int fd, const void* data, std::size_t size) {
@@ -42,4 +42,4 @@ inline bool make_blocking(int fd) {
   return flags >= 0 && ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0;
 }
 
-}  // namespace courier_bench
+}  // namespace courier::perf

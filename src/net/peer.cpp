@@ -1,4 +1,4 @@
-#include "courier/net/session.hpp"
+#include "courier/net/peer.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -6,7 +6,6 @@
 #include <sys/un.h>
 
 #include <cstddef>
-
 #include <string>
 
 #include "courier/net/socket.hpp"
