@@ -70,6 +70,26 @@ struct delayed_record : timer_record {
   static constexpr timer_record_ops table{&fire, &drop, &destroy};
 };
 
+/// Delivers `msg` to `target` as its message type `type_index` after `delay` (actor_ref::delayed_send;
+/// also for code that holds the actor without its type, as a connection's compiled core does).
+template <class M>
+timer_handle send_after(actor_base* target, std::uint16_t type_index, M msg, std::chrono::nanoseconds delay) {
+  auto* slot = make_message<M>(type_index, nullptr, std::move(msg));
+  delayed_record* record;
+  try {
+    record = pool::make<delayed_record>();
+  } catch (...) {
+    pool::destroy(slot);
+    throw;
+  }
+  target->add_ref();
+  record->target = target;
+  record->msg = slot;
+  record->refs.store(2, std::memory_order_relaxed);  // the timer's and the handle's
+  start_timer(target->core(), record, delay);
+  return timer_handle(record);
+}
+
 }  // namespace detail
 
 namespace detail {
@@ -182,20 +202,7 @@ class actor_ref {
     using message = std::remove_cvref_t<M>;
     static_assert(detail::check_accepts<T, message>());
     if (ptr_ == nullptr) return {};
-    auto* slot = detail::make_message<message>(message_index<message>(), nullptr, std::forward<M>(msg));
-    detail::delayed_record* record;
-    try {
-      record = pool::make<detail::delayed_record>();
-    } catch (...) {
-      pool::destroy(slot);
-      throw;
-    }
-    ptr_->add_ref();
-    record->target = ptr_;
-    record->msg = slot;
-    record->refs.store(2, std::memory_order_relaxed);  // the timer's and the handle's
-    detail::start_timer(ptr_->core(), record, delay);
-    return timer_handle(record);
+    return detail::send_after<message>(ptr_, message_index<message>(), std::forward<M>(msg), delay);
   }
 
   /// Asynchronous request: `request(get{}, 1s).then(on_reply, on_error)`. From a handler, the

@@ -15,7 +15,8 @@
 
 namespace courier::net::detail {
 
-void refuse(socket& sock, std::uint32_t code, std::string_view text, const std::shared_ptr<const log_hook>& log) noexcept {
+void refuse(socket& sock, std::uint32_t code, std::string_view text,
+            const std::shared_ptr<const log_hook>& log) noexcept {
   try {
     if (logs(log, log_level::warning)) {
       std::string line("refused a connection from ");
@@ -89,9 +90,13 @@ void acceptor::accept_all() {
         // Linux reports EMFILE before it looks at the backlog: only the spare descriptor tells
         // whether a connection waits.
         switch (refuse_with_spare()) {
-          case spare_outcome::refused: continue;
-          case spare_outcome::none_waiting: return;
-          case spare_outcome::no_spare: starved_.store(true, std::memory_order_release); return;
+          case spare_outcome::refused:
+            continue;
+          case spare_outcome::none_waiting:
+            return;
+          case spare_outcome::no_spare:
+            starved_.store(true, std::memory_order_release);
+            return;
         }
       }
       ++failures;  // reset before accept, or an option the transport could not set
