@@ -380,24 +380,6 @@ void connection_core::settled(std::size_t n) {
   }
 }
 
-// Calls and sends that may wait for the served actor: max_in_flight, and at most half a bounded
-// mailbox's capacity, so that what the connection hands over always fits.
-std::size_t connection_core::in_flight_limit() const noexcept {
-  const std::size_t cap = shell_.served_capacity;
-  const std::size_t own = stream_.config().max_in_flight;
-  return cap != 0 && cap / 2 < own ? (cap / 2 == 0 ? 1 : cap / 2) : own;
-}
-
-// Every 256th one-way send travels as a request: its reply tells the connection that everything
-// sent before it was handled (per-sender order), which bounds the sends in flight without a reply
-// per message. A smaller max_in_flight marks more often (a quarter of it), so the sends not yet
-// marked can never hold the connection paused (it resumes at half).
-std::uint32_t connection_core::marker_every() const noexcept {
-  constexpr std::uint32_t send_marker_every = 256;
-  const std::size_t quarter = in_flight_limit() / 4;
-  return quarter >= send_marker_every ? send_marker_every : quarter == 0 ? 1u : static_cast<std::uint32_t>(quarter);
-}
-
 // After a turn's write: above outbound_high_water the mailbox refuses sends and requests at the
 // call; it takes them again once a write brings the output down to half the mark (hysteresis, so
 // a peer reading just behind does not flip it every turn). A write happens in every turn, and
@@ -414,17 +396,6 @@ void connection_core::watch_outbound() noexcept {
 }
 
 // ---- the calls out
-
-// Whether a call or send is refused at the call: the connection is gone or closing, or (an
-// unbounded mailbox) its output is above the mark. Above the mark a bounded mailbox refuses at the
-// call (watch_outbound), so what it accepted goes on the wire; an unbounded one cannot refuse, so
-// its messages are refused here.
-connection_core::refusal connection_core::refusal_at_call() const noexcept {
-  if (stream_.finished()) return refusal::finished;
-  if (stream_.open() && !stream_.open_for_calls()) return refusal::closing;
-  if (!bounded_mailbox_ && stream_.unwritten() > stream_.config().outbound_high_water) return refusal::full;
-  return refusal::none;
-}
 
 void connection_core::refuse_send(refusal r, const char* what) {
   counters_.refused_sends.fetch_add(1, std::memory_order_relaxed);

@@ -329,4 +329,35 @@ class connection_core {
   bool idle_ended_ = false;
 };
 
+// Inline: each runs once per call or send (the refusal at the call, the marker of sends).
+
+// Whether a call or send is refused at the call: the connection is gone or closing, or (an
+// unbounded mailbox) its output is above the mark. Above the mark a bounded mailbox refuses at the
+// call (watch_outbound), so what it accepted goes on the wire; an unbounded one cannot refuse, so
+// its messages are refused here.
+inline connection_core::refusal connection_core::refusal_at_call() const noexcept {
+  if (stream_.finished()) return refusal::finished;
+  if (stream_.open() && !stream_.open_for_calls()) return refusal::closing;
+  if (!bounded_mailbox_ && stream_.unwritten() > stream_.config().outbound_high_water) return refusal::full;
+  return refusal::none;
+}
+
+// Calls and sends that may wait for the served actor: max_in_flight, and at most half a bounded
+// mailbox's capacity, so that what the connection hands over always fits.
+inline std::size_t connection_core::in_flight_limit() const noexcept {
+  const std::size_t cap = shell_.served_capacity;
+  const std::size_t own = stream_.config().max_in_flight;
+  return cap != 0 && cap / 2 < own ? (cap / 2 == 0 ? 1 : cap / 2) : own;
+}
+
+// Every 256th one-way send travels as a request: its reply tells the connection that everything
+// sent before it was handled (per-sender order), which bounds the sends in flight without a reply
+// per message. A smaller max_in_flight marks more often (a quarter of it), so the sends not yet
+// marked can never hold the connection paused (it resumes at half).
+inline std::uint32_t connection_core::marker_every() const noexcept {
+  constexpr std::uint32_t send_marker_every = 256;
+  const std::size_t quarter = in_flight_limit() / 4;
+  return quarter >= send_marker_every ? send_marker_every : quarter == 0 ? 1u : static_cast<std::uint32_t>(quarter);
+}
+
 }  // namespace courier::net::detail
