@@ -11,9 +11,9 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstdint>
 #include <fstream>
 #include <functional>
 #include <string>
@@ -25,32 +25,28 @@
 #include "counting_allocator.hpp"
 
 #if defined(__unix__) || defined(__APPLE__)
-#  include <sys/utsname.h>
-#  include <unistd.h>
+#include <sys/utsname.h>
+#include <unistd.h>
 #endif
 
 namespace courier_bench {
 
 /// The median of `xs` (0 when empty); for an even count, the mean of the two middle values.
 inline double median(std::vector<double> xs) {
-  if (xs.empty())
-    return 0;
+  if (xs.empty()) return 0;
   std::sort(xs.begin(), xs.end());
   auto mid = xs.size() / 2;
-  if (xs.size() % 2 == 1)
-    return xs[mid];
+  if (xs.size() % 2 == 1) return xs[mid];
   return (xs[mid - 1] + xs[mid]) / 2.0;
 }
 
 /// Runs f() `runs` times (at least once) and returns the median of the results.
 template <class F>
 double median_of(int runs, F f) {
-  if (runs < 1)
-    runs = 1;
+  if (runs < 1) runs = 1;
   std::vector<double> xs;
   xs.reserve(static_cast<std::size_t>(runs));
-  for (int i = 0; i < runs; ++i)
-    xs.push_back(static_cast<double>(f()));
+  for (int i = 0; i < runs; ++i) xs.push_back(static_cast<double>(f()));
   return median(std::move(xs));
 }
 
@@ -63,7 +59,7 @@ using courier::perf::machine_description;
 struct options {
   bool quick = false;
   int runs = 5;
-  bool ok = true;    ///< false after printing why (or the help, asked for): exit with exit_code
+  bool ok = true;  ///< false after printing why (or the help, asked for): exit with exit_code
   int exit_code = 0;
 };
 
@@ -92,7 +88,7 @@ struct workload_sizes {
 
   static workload_sizes for_run(bool quick) {
     const std::size_t div = quick ? 100 : 1;
-    return {1'000'000 / div, 1'000'000 / div, 250'000 / div, 4, 1'000'000 / div, 503, 10'000'000 / div,
+    return {1'000'000 / div,  1'000'000 / div, 250'000 / div,  4, 1'000'000 / div, 503, 10'000'000 / div,
             10'000'000 / div, 1'000'000 / div, 1'000'000 / div};
   }
 };
@@ -103,4 +99,4 @@ using counting_allocator::live_bytes;
 using counting_allocator::peak_live_bytes;
 using counting_allocator::reset_peak;
 
-} // namespace courier_bench
+}  // namespace courier_bench

@@ -62,8 +62,7 @@ namespace {
     std::int64_t n = 0;
     const std::string_view digits = line.substr(4);
     const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
-    if (ec != std::errc{} || end != digits.data() + digits.size())
-      co_return "error: add takes an integer\n";
+    if (ec != std::errc{} || end != digits.data() + digits.size()) co_return "error: add takes an integer\n";
     r = co_await courier::asio::async_request(total, add{n}, 1s, ::asio::use_awaitable);
   } else if (line == "get") {
     r = co_await courier::asio::async_request(total, get{}, 1s, ::asio::use_awaitable);
@@ -78,9 +77,8 @@ namespace {
   std::string buffer;
   for (;;) {
     std::error_code ec;
-    const std::size_t n =
-        co_await ::asio::async_read_until(socket, ::asio::dynamic_buffer(buffer, 4096), '\n',
-                                          ::asio::redirect_error(::asio::use_awaitable, ec));
+    const std::size_t n = co_await ::asio::async_read_until(socket, ::asio::dynamic_buffer(buffer, 4096), '\n',
+                                                            ::asio::redirect_error(::asio::use_awaitable, ec));
     if (ec) break;  // closed by the peer, by shutdown, or a line longer than 4 KiB
     std::string line = buffer.substr(0, n - 1);
     buffer.erase(0, n);
@@ -109,7 +107,8 @@ namespace {
   std::string buffer;
   for (std::size_t i = 0; i < lines.size(); ++i) {
     co_await ::asio::async_write(socket, ::asio::buffer(lines[i] + "\n"), ::asio::use_awaitable);
-    const std::size_t n = co_await ::asio::async_read_until(socket, ::asio::dynamic_buffer(buffer), '\n', ::asio::use_awaitable);
+    const std::size_t n =
+        co_await ::asio::async_read_until(socket, ::asio::dynamic_buffer(buffer), '\n', ::asio::use_awaitable);
     const std::string got = buffer.substr(0, n - 1);
     buffer.erase(0, n);
     if (replies[i] != "*" && got != replies[i]) {
@@ -146,9 +145,10 @@ namespace {
   }
   const std::string expected = std::to_string(clients * 5050);
   std::vector<std::string> lines{"get", "add 1", "add -1", "nonsense", "add x"};
-  std::vector<std::string> replies{expected, std::to_string(clients * 5050 + 1), expected,
-                                   "error: " + courier::error(courier::errc::invalid_argument, "unknown command").describe(),
-                                   "error: add takes an integer"};
+  std::vector<std::string> replies{
+      expected, std::to_string(clients * 5050 + 1), expected,
+      "error: " + courier::error(courier::errc::invalid_argument, "unknown command").describe(),
+      "error: add takes an integer"};
   const bool last = co_await client(server, std::move(lines), std::move(replies));
   passed = good == clients && last;
   std::printf("self-test: %d/%d clients ok, checks %s; total %s\n", good, clients, last ? "passed" : "FAILED",

@@ -27,7 +27,8 @@ struct transport_unit {
 /// Connects the non-blocking `sock` to `address`, waiting at most `limit` for the connection to
 /// complete (a full uds backlog, EAGAIN, is retried until then). Returns the errno of the failure, 0 on
 /// success, ETIMEDOUT when the limit passed.
-int connect_within(const socket& sock, const sockaddr* address, socklen_t length, std::chrono::milliseconds limit) noexcept;
+int connect_within(const socket& sock, const sockaddr* address, socklen_t length,
+                   std::chrono::milliseconds limit) noexcept;
 
 /// A system call failed: errno with "<what> <where>" as the text.
 courier::error system_error(int errno_value, std::string_view what, const endpoint& where);

@@ -61,4 +61,4 @@ result w8_request_timeout(std::size_t n);
 /// Timeout for each workload (default 120 s).
 void set_timeout(std::chrono::milliseconds timeout);
 
-} // namespace courier_bench::caf_peer
+}  // namespace courier_bench::caf_peer

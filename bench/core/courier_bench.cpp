@@ -80,9 +80,10 @@ void w6_line(int runs, std::uint64_t leaves) {
   const double courier_rate = c6 > 0 ? actors / c6 : 0, caf_rate = f6 > 0 ? actors / f6 : 0;
   std::printf("W6 skynet courier=%.0f caf=%.0f ratio=%.2f\n", courier_rate, caf_rate,
               caf_rate > 0 ? courier_rate / caf_rate : 0.0);
-  std::printf("    sum %s (%llu), peak resident memory of the run: courier %.1f MB, caf %.1f MB (largest of the runs)\n",
-              sums_ok ? "correct" : "WRONG", static_cast<unsigned long long>(sk::expected_sum(leaves)), courier_peak / 1e6,
-              caf_peak / 1e6);
+  std::printf(
+      "    sum %s (%llu), peak resident memory of the run: courier %.1f MB, caf %.1f MB (largest of the runs)\n",
+      sums_ok ? "correct" : "WRONG", static_cast<unsigned long long>(sk::expected_sum(leaves)), courier_peak / 1e6,
+      caf_peak / 1e6);
   std::fflush(stdout);
 }
 
@@ -98,10 +99,11 @@ void w8_line(int runs, std::size_t requests) {
   const auto f8 = median_result<cp::result>(runs, [&] { return cp::w8_request_timeout(requests); });
   std::printf("W8 request-timeout courier=%.0f no_timeout=%.0f caf=%.0f ratio=%.2f overhead=%.2f\n", c8.ops, plain.ops,
               f8.ops, f8.ops > 0 ? c8.ops / f8.ops : 0.0, c8.ops > 0 ? plain.ops / c8.ops : 0.0);
-  std::printf("    courier %.1f ns/request (%.1f without a time-out), caf %.1f ns/request, courier heap "
-              "allocations/request=%.6f\n",
-              c8.ops > 0 ? 1e9 / c8.ops : 0.0, plain.ops > 0 ? 1e9 / plain.ops : 0.0, f8.ops > 0 ? 1e9 / f8.ops : 0.0,
-              c8.allocations_per_op);
+  std::printf(
+      "    courier %.1f ns/request (%.1f without a time-out), caf %.1f ns/request, courier heap "
+      "allocations/request=%.6f\n",
+      c8.ops > 0 ? 1e9 / c8.ops : 0.0, plain.ops > 0 ? 1e9 / plain.ops : 0.0, f8.ops > 0 ? 1e9 / f8.ops : 0.0,
+      c8.allocations_per_op);
   std::fflush(stdout);
 }
 
@@ -125,10 +127,9 @@ void w9_line(int runs, std::size_t calls) {
 
 int main(int argc, char** argv) {
   std::string only;
-  const auto opts = courier_bench::parse_options(argc, argv, "Courier against CAF 0.17 on the same workloads, in the same run",
-                                                 [&](CLI::App& app) {
-                                                   app.add_option("--only", only, "run just this workload (W6, W8, W9)");
-                                                 });
+  const auto opts = courier_bench::parse_options(
+      argc, argv, "Courier against CAF 0.17 on the same workloads, in the same run",
+      [&](CLI::App& app) { app.add_option("--only", only, "run just this workload (W6, W8, W9)"); });
   if (!opts.ok) return opts.exit_code;
   if (!only.empty() && only != "W6" && only != "W8" && only != "W9") {
     std::printf("courier-bench: --only %s names no workload of this benchmark (W6, W8, W9)\n", only.c_str());
@@ -178,9 +179,10 @@ int main(int argc, char** argv) {
     const std::size_t asks = quick ? 1'000 : 100'000;
     const cs::latency floor = cs::futex_ping_pong_latency(asks);
     const cs::latency courier = cs::w7_ask_latency(asks);
-    std::printf("W7 ask-latency courier_p50_us=%.1f floor_p50_us=%.1f ratio=%.2f courier_p99_us=%.1f floor_p99_us=%.1f\n",
-                courier.p50_us, floor.p50_us, floor.p50_us > 0 ? courier.p50_us / floor.p50_us : 0.0, courier.p99_us,
-                floor.p99_us);
+    std::printf(
+        "W7 ask-latency courier_p50_us=%.1f floor_p50_us=%.1f ratio=%.2f courier_p99_us=%.1f floor_p99_us=%.1f\n",
+        courier.p50_us, floor.p50_us, floor.p50_us > 0 ? courier.p50_us / floor.p50_us : 0.0, courier.p99_us,
+        floor.p99_us);
     std::fflush(stdout);
   }
   w8_line(runs, n.w8_requests);

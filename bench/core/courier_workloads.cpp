@@ -5,8 +5,8 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <new>
 #include <memory>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -237,10 +237,13 @@ class chain_client : public courier::actor<chain_client<Call>, chain_start> {
       return;
     }
     --remaining_;
-    call_.next(remaining_, [this](bool answered) {
-      if (!answered) ++failures;
-      next();
-    }, [this] { ++failures; });
+    call_.next(
+        remaining_,
+        [this](bool answered) {
+          if (!answered) ++failures;
+          next();
+        },
+        [this] { ++failures; });
   }
   finish_line* fl_;
   Call call_;
@@ -284,7 +287,8 @@ struct w8_call {
   courier::timespan timeout = courier::infinite;
   template <class Reply, class Fail>
   void next(std::uint64_t i, Reply on_reply, Fail on_error) {
-    server.request(w8_value{i}, timeout).then([on_reply](std::uint64_t) { on_reply(true); }, [on_error](const courier::error&) { on_error(); });
+    server.request(w8_value{i}, timeout)
+        .then([on_reply](std::uint64_t) { on_reply(true); }, [on_error](const courier::error&) { on_error(); });
   }
 };
 

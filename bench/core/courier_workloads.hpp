@@ -12,7 +12,7 @@ struct result {
   double bytes_per_actor = 0;       ///< peak heap during the run (actors, messages, queues) per actor
   double bytes_per_idle_actor = 0;  ///< heap after spawning, before any message, per actor
   double actor_slot_bytes = 0;      ///< the pool slot one W4 actor occupies
-  double allocations_per_op = 0;  ///< global operator new calls + pool chunk/large allocations, per op
+  double allocations_per_op = 0;    ///< global operator new calls + pool chunk/large allocations, per op
 };
 
 result w1_self_send(std::size_t n);

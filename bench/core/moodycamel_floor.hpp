@@ -13,4 +13,4 @@ namespace courier_bench {
 /// pair. A warm-up of min(n, 100000) pairs runs first and is not timed.
 double moodycamel_enqueue_dequeue_ns(std::size_t n);
 
-} // namespace courier_bench
+}  // namespace courier_bench

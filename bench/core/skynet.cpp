@@ -42,18 +42,20 @@ class node : public courier::actor<node, level> {
     }
     const std::uint64_t step = l.size / 10;
     for (std::uint64_t i = 0; i < 10; ++i) {
-      spawn<node>().request(level{l.first + i * step, step}).then(
-          [this](std::uint64_t part) {
-            sum_ += part;
-            if (++answered_ == 10) {
-              answer_.deliver(sum_);
-              stop();
-            }
-          },
-          [this](const courier::error& e) {
-            answer_.fail(e);
-            stop();
-          });
+      spawn<node>()
+          .request(level{l.first + i * step, step})
+          .then(
+              [this](std::uint64_t part) {
+                sum_ += part;
+                if (++answered_ == 10) {
+                  answer_.deliver(sum_);
+                  stop();
+                }
+              },
+              [this](const courier::error& e) {
+                answer_.fail(e);
+                stop();
+              });
     }
     return answer_;
   }

@@ -30,12 +30,12 @@
 #include <charconv>
 #include <chrono>
 #include <condition_variable>
-#include <functional>
-#include <mutex>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -159,8 +159,8 @@ class threaded_backend {
 
   template <class Done>
   void add(std::int64_t n, Done done) {
-    counter_.request(::add{n}).then(io_executor_, [done](std::int64_t total) { done(total); },
-                                    [done](const courier::error&) { done(-1); });
+    counter_.request(::add{n}).then(
+        io_executor_, [done](std::int64_t total) { done(total); }, [done](const courier::error&) { done(-1); });
   }
 
   void detach() {}
@@ -274,7 +274,8 @@ class session {
       return;
     }
     std::int64_t n = 0;
-    const bool ok = end - in_ > 4 && std::memcmp(in_, "add ", 4) == 0 && std::from_chars(in_ + 4, end, n).ec == std::errc{};
+    const bool ok =
+        end - in_ > 4 && std::memcmp(in_, "add ", 4) == 0 && std::from_chars(in_ + 4, end, n).ec == std::errc{};
     used_ -= static_cast<std::size_t>(end + 1 - in_);
     std::memmove(in_, end + 1, used_);
     if (!ok) {
@@ -379,7 +380,8 @@ class client {
     r.requests_per_s = seconds > 0 ? static_cast<double>(latencies_ns_.size()) / seconds : 0;
     if (!latencies_ns_.empty()) {
       const std::size_t at = latencies_ns_.size() * 99 / 100;
-      std::nth_element(latencies_ns_.begin(), latencies_ns_.begin() + static_cast<std::ptrdiff_t>(at), latencies_ns_.end());
+      std::nth_element(latencies_ns_.begin(), latencies_ns_.begin() + static_cast<std::ptrdiff_t>(at),
+                       latencies_ns_.end());
       r.p99_us = latencies_ns_[at] / 1e3;
     }
     r.replies_ok = !failed_ && latencies_ns_.size() == requests_ && max_total_ == static_cast<std::int64_t>(requests_);
@@ -414,35 +416,32 @@ class client {
   }
 
   void receive(connection& c) {
-    c.socket.async_read_some(asio::buffer(c.in + c.used, sizeof c.in - c.used),
-                             [this, &c](const asio::error_code& ec, std::size_t n) {
-                               if (ec) {
-                                 failed_ = true;
-                                 finished();
-                                 return;
-                               }
-                               c.used += n;
-                               char* end = std::find(c.in, c.in + c.used, '\n');
-                               if (end == c.in + c.used) {
-                                 if (c.used == sizeof c.in) {
-                                   failed_ = true;
-                                   finished();
-                                   return;
-                                 }
-                                 receive(c);
-                                 return;
-                               }
-                               latencies_ns_.push_back(static_cast<std::uint32_t>(
-                                   std::min<std::int64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                                              steady::now() - c.sent)
-                                                              .count(),
-                                                          UINT32_MAX)));
-                               std::int64_t total = -1;
-                               if (std::from_chars(c.in, end, total).ec != std::errc{} || total < 0) failed_ = true;
-                               max_total_ = std::max(max_total_, total);
-                               c.used = 0;  // closed loop: nothing follows the reply
-                               send(c);
-                             });
+    c.socket.async_read_some(
+        asio::buffer(c.in + c.used, sizeof c.in - c.used), [this, &c](const asio::error_code& ec, std::size_t n) {
+          if (ec) {
+            failed_ = true;
+            finished();
+            return;
+          }
+          c.used += n;
+          char* end = std::find(c.in, c.in + c.used, '\n');
+          if (end == c.in + c.used) {
+            if (c.used == sizeof c.in) {
+              failed_ = true;
+              finished();
+              return;
+            }
+            receive(c);
+            return;
+          }
+          latencies_ns_.push_back(static_cast<std::uint32_t>(std::min<std::int64_t>(
+              std::chrono::duration_cast<std::chrono::nanoseconds>(steady::now() - c.sent).count(), UINT32_MAX)));
+          std::int64_t total = -1;
+          if (std::from_chars(c.in, end, total).ec != std::errc{} || total < 0) failed_ = true;
+          max_total_ = std::max(max_total_, total);
+          c.used = 0;  // closed loop: nothing follows the reply
+          send(c);
+        });
   }
 
   void finished() {  // one connection's loop has ended; with the last, the watchdog goes too
@@ -489,7 +488,8 @@ struct series {
   void add(const run_result& r, const run_result* baseline) {
     rate.push_back(r.requests_per_s);
     p99.push_back(r.p99_us);
-    if (baseline != nullptr) ratio.push_back(baseline->requests_per_s > 0 ? r.requests_per_s / baseline->requests_per_s : 0);
+    if (baseline != nullptr)
+      ratio.push_back(baseline->requests_per_s > 0 ? r.requests_per_s / baseline->requests_per_s : 0);
     ok = ok && r.replies_ok;
   }
 };
@@ -505,10 +505,9 @@ void courier_line(const char* name, std::size_t connections, const series& s) {
 
 int main(int argc, char** argv) {
   std::string only;
-  const auto opts = courier_bench::parse_options(argc, argv, "Courier inside an asio server, against the same server without it",
-                                                 [&](CLI::App& app) {
-                                                   app.add_option("--only", only, "run just this figure (E1, E2)");
-                                                 });
+  const auto opts = courier_bench::parse_options(
+      argc, argv, "Courier inside an asio server, against the same server without it",
+      [&](CLI::App& app) { app.add_option("--only", only, "run just this figure (E1, E2)"); });
   if (!opts.ok) return opts.exit_code;
   if (!only.empty() && only != "E1" && only != "E2") {  // scripts/run hands every bench the same line
     std::printf("courier-embed-bench: --only %s names no figure of this benchmark (E1, E2)\n", only.c_str());
@@ -542,14 +541,15 @@ int main(int argc, char** argv) {
       if (e1) embedded_fd.add(d, &b);
       if (e2) threaded.add(t, &b);
       if (e2) floor.add(f, &b);
-      if (!(base.ok && embedded.ok && embedded_fd.ok && threaded.ok && floor.ok)) break;  // a broken server: no point in more runs
+      if (!(base.ok && embedded.ok && embedded_fd.ok && threaded.ok && floor.ok))
+        break;  // a broken server: no point in more runs
     }
     std::printf("baseline asio-plain conns=%zu req_s=%.0f p99_us=%.1f%s\n", connections, median(base.rate),
                 median(base.p99), base.ok ? "" : " REPLIES WRONG");
     if (e1) {
       courier_line("E1 asio-embedded", connections, embedded);
-      std::printf("    the loop's wake_fd mode instead of embedded_config: ratio=%.2f p99_us=%.1f\n", median(embedded_fd.ratio),
-                  median(embedded_fd.p99));
+      std::printf("    the loop's wake_fd mode instead of embedded_config: ratio=%.2f p99_us=%.1f\n",
+                  median(embedded_fd.ratio), median(embedded_fd.p99));
     }
     if (e2) {
       courier_line("E2 asio-threaded", connections, threaded);

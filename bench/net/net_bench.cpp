@@ -52,6 +52,7 @@
 // with --pin the raw round trip fell below Courier's own (the raw limit then bounds nothing).
 // Every figure of a run gets the same placement, so the ratios within a run hold either way;
 // compare figures across runs only with the same placement.
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -60,7 +61,6 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <dirent.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -87,8 +87,8 @@
 #include <future>
 #include <tuple>
 
-#include "bench_util.hpp"
 #include "../../src/net/perf/blocking_io.hpp"
+#include "bench_util.hpp"
 
 namespace {
 
@@ -166,10 +166,10 @@ std::optional<std::string> recv_line(int fd) {
 struct run_context {
   placement where;
   bool quick = false;
-  int watchdog_s = 60;  ///< a run that takes longer is killed and fails
+  int watchdog_s = 60;         ///< a run that takes longer is killed and fails
   std::size_t roundtrips = 0;  ///< timed round trips (reqrep, raw-roundtrip)
-  std::size_t messages = 0;  ///< timed messages (pushpull, raw-pipelined)
-  std::string scratch;  ///< a name prefix for socket files (/tmp/courier-net-bench-<pid>)
+  std::size_t messages = 0;    ///< timed messages (pushpull, raw-pipelined)
+  std::string scratch;         ///< a name prefix for socket files (/tmp/courier-net-bench-<pid>)
 };
 
 /// Context switches per operation on each side (all threads of its process, voluntary and not,
@@ -179,7 +179,7 @@ struct switch_counts {
   double client = -1, server = -1;
   double p50_us = -1, p99_us = -1;  ///< latency of one call, where a figure measures it (wait)
 };
-pid_t figure_server_pid = -1;  ///< in the client's process: its server's pid (set before the fork)
+pid_t figure_server_pid = -1;   ///< in the client's process: its server's pid (set before the fork)
 switch_counts figure_switches;  ///< in the client's process: filled by context_switches_end
 std::uint64_t switches_at_begin[2] = {0, 0};
 
@@ -195,7 +195,8 @@ std::uint64_t context_switches_of(pid_t pid) {
     char line[256];
     while (std::fgets(line, sizeof line, f) != nullptr) {
       unsigned long long n = 0;
-      if (std::sscanf(line, "voluntary_ctxt_switches: %llu", &n) == 1 || std::sscanf(line, "nonvoluntary_ctxt_switches: %llu", &n) == 1)
+      if (std::sscanf(line, "voluntary_ctxt_switches: %llu", &n) == 1 ||
+          std::sscanf(line, "nonvoluntary_ctxt_switches: %llu", &n) == 1)
         total += n;
     }
     std::fclose(f);
@@ -217,12 +218,13 @@ void context_switches_end(std::size_t operations) {
 }
 switch_counts last_switches;  ///< in the parent: what the last figure's client reported
 
-using server_fn = std::function<int(int control)>;  ///< the exit status of the server process
+using server_fn = std::function<int(int control)>;     ///< the exit status of the server process
 using client_fn = std::function<double(int control)>;  ///< ops/s, negative on failure
 
 int wait_status(pid_t pid) {
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return 255;
@@ -261,7 +263,8 @@ std::optional<double> run_pair(const run_context& c, const server_fn& server, co
     pin_to(c.where.client_cpu);
     ::alarm(static_cast<unsigned>(c.watchdog_s));
     const double ops = client(control[1]);
-    const bool sent = write_all(result[1], &ops, sizeof ops) && write_all(result[1], &figure_switches, sizeof figure_switches);
+    const bool sent =
+        write_all(result[1], &ops, sizeof ops) && write_all(result[1], &figure_switches, sizeof figure_switches);
     std::_Exit(ops >= 0 && sent ? 0 : 1);
   }
   ::close(control[0]);
@@ -285,10 +288,12 @@ std::optional<double> run_pair(const run_context& c, const server_fn& server, co
     ready = ::poll(&p, 1, (c.watchdog_s + 5) * 1000);
   } while (ready < 0 && errno == EINTR);
   last_switches = {};
-  bool got = ready > 0 && read_exact(result[0], &ops, sizeof ops) && read_exact(result[0], &last_switches, sizeof last_switches);
+  bool got = ready > 0 && read_exact(result[0], &ops, sizeof ops) &&
+             read_exact(result[0], &last_switches, sizeof last_switches);
   ::close(result[0]);
   if (ready <= 0) {
-    if (ready == 0) std::fprintf(stderr, "courier-net-bench: no result after %d s, both sides killed\n", c.watchdog_s + 5);
+    if (ready == 0)
+      std::fprintf(stderr, "courier-net-bench: no result after %d s, both sides killed\n", c.watchdog_s + 5);
     if (ready < 0) std::perror("courier-net-bench: poll");
     ::kill(client_pid, SIGKILL);
     ::kill(server_pid, SIGKILL);
@@ -359,8 +364,8 @@ std::optional<double> run_stream_pair(const run_context& c, transport t, const s
     std::snprintf(uds.sun_path, sizeof uds.sun_path, "%s", path.c_str());
     ::unlink(path.c_str());
     listener = ::socket(AF_UNIX, SOCK_STREAM, 0);
-    if (listener < 0 || ::bind(listener, reinterpret_cast<sockaddr*>(&uds), sizeof uds) != 0
-        || ::listen(listener, 4) != 0) {
+    if (listener < 0 || ::bind(listener, reinterpret_cast<sockaddr*>(&uds), sizeof uds) != 0 ||
+        ::listen(listener, 4) != 0) {
       std::perror(("courier-net-bench: listen " + path).c_str());
       if (listener >= 0) ::close(listener);
       return std::nullopt;
@@ -372,9 +377,9 @@ std::optional<double> run_stream_pair(const run_context& c, transport t, const s
     listener = ::socket(AF_INET, SOCK_STREAM, 0);
     socklen_t len = sizeof tcp;
     const int on = 1;
-    if (listener < 0 || ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0
-        || ::bind(listener, reinterpret_cast<sockaddr*>(&tcp), sizeof tcp) != 0 || ::listen(listener, 4) != 0
-        || ::getsockname(listener, reinterpret_cast<sockaddr*>(&tcp), &len) != 0) {
+    if (listener < 0 || ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0 ||
+        ::bind(listener, reinterpret_cast<sockaddr*>(&tcp), sizeof tcp) != 0 || ::listen(listener, 4) != 0 ||
+        ::getsockname(listener, reinterpret_cast<sockaddr*>(&tcp), &len) != 0) {
       std::perror("courier-net-bench: listen tcp 127.0.0.1");
       if (listener >= 0) ::close(listener);
       return std::nullopt;
@@ -590,8 +595,10 @@ class summer : public courier::actor<summer, small_call> {
 courier::config bench_config() {
   courier::config cfg;
   if (const char* w = std::getenv("COURIER_NET_BENCH_WORKERS")) cfg.workers = std::strtoul(w, nullptr, 10);
-  if (const char* s = std::getenv("COURIER_NET_BENCH_SPIN")) cfg.spin_rounds = static_cast<std::uint32_t>(std::strtoul(s, nullptr, 10));
-  if (const char* s = std::getenv("COURIER_NET_BENCH_IO_SPIN_US")) cfg.io_spin = std::chrono::microseconds(std::strtoul(s, nullptr, 10));
+  if (const char* s = std::getenv("COURIER_NET_BENCH_SPIN"))
+    cfg.spin_rounds = static_cast<std::uint32_t>(std::strtoul(s, nullptr, 10));
+  if (const char* s = std::getenv("COURIER_NET_BENCH_IO_SPIN_US"))
+    cfg.io_spin = std::chrono::microseconds(std::strtoul(s, nullptr, 10));
   return cfg;
 }
 
@@ -622,7 +629,6 @@ int courier_dynamic_server(int fd) {
   return net.wait_no_connections(std::chrono::seconds(120)) ? 0 : 1;
 }
 
-
 /// Connects a client node on `fd` and runs `body` with the remote ref; ops/s, or -1.
 template <class Body>
 double courier_client(int fd, Body&& body) {
@@ -640,11 +646,13 @@ double courier_client(int fd, Body&& body) {
 }
 
 /// WAIT: a plain thread's ask(), one call in flight; `latencies`, if given, gets each call's time.
-bool courier_asks(const courier::actor_ref<small_api>& ref, std::size_t count, std::vector<double>* latencies = nullptr) {
+bool courier_asks(const courier::actor_ref<small_api>& ref, std::size_t count,
+                  std::vector<double>* latencies = nullptr) {
   for (std::size_t i = 0; i < count; ++i) {
     const auto t0 = steady::now();
     auto r = ref.ask(small_call{1, 2, 3, 4, static_cast<std::int32_t>(i)}, std::chrono::seconds(10));
-    if (latencies != nullptr) latencies->push_back(std::chrono::duration<double, std::micro>(steady::now() - t0).count());
+    if (latencies != nullptr)
+      latencies->push_back(std::chrono::duration<double, std::micro>(steady::now() - t0).count());
     if (!r || *r != 10 + static_cast<std::int32_t>(i)) return false;
   }
   return true;
@@ -818,9 +826,11 @@ bool child_cycles(int fd, std::size_t count, std::uint64_t& txn, std::uint64_t& 
     if (!w::frame_writer(out, w::frame_header{1, w::kind::context_open, 0, 0, {}, txn, id}).finish() ||
         !w::frame_writer(out, w::frame_header{1, w::kind::context_close, 0, 0, {}, txn + 1, id}).finish())
       return false;
-    if (!write_all(fd, reinterpret_cast<const char*>(out.data()), out.size()) || !read_exact(fd, answers, sizeof answers))
+    if (!write_all(fd, reinterpret_cast<const char*>(out.data()), out.size()) ||
+        !read_exact(fd, answers, sizeof answers))
       return false;
-    if (answers[6] != static_cast<char>(w::kind::reply) || answers[w::header_size + 6] != static_cast<char>(w::kind::reply))
+    if (answers[6] != static_cast<char>(w::kind::reply) ||
+        answers[w::header_size + 6] != static_cast<char>(w::kind::reply))
       return false;
   }
   return true;
@@ -986,15 +996,15 @@ std::optional<double> zmq_pushpull(const run_context& c, zmq_transport t) {
 
 struct figure {
   std::string family;  ///< "wire" or "wire-zmq"
-  std::string where;  ///< the transport's name
+  std::string where;   ///< the transport's name
   std::string name;
   std::function<std::optional<double>(const run_context&)> run_once;
 
   std::string label() const { return family + " " + where + " " + name; }
   bool selected(const std::string& only) const {
-    return only.empty() || only == where || only == name || (only == "zmq" && family == "wire-zmq")
-        || (only == "raw" && family == "wire" && name.rfind("raw-", 0) == 0)
-        || (only == "courier" && family == "wire" && name.rfind("raw-", 0) != 0);
+    return only.empty() || only == where || only == name || (only == "zmq" && family == "wire-zmq") ||
+           (only == "raw" && family == "wire" && name.rfind("raw-", 0) == 0) ||
+           (only == "courier" && family == "wire" && name.rfind("raw-", 0) != 0);
   }
 };
 
@@ -1003,7 +1013,8 @@ std::vector<figure> figures() {
   for (const transport t : {transport::pipe, transport::uds, transport::tcp}) {
     f.push_back({"wire", name(t), "raw-roundtrip", [t](const run_context& c) { return raw_roundtrip(c, t); }});
     f.push_back({"wire", name(t), "raw-pipelined", [t](const run_context& c) { return raw_pipelined(c, t); }});
-    f.push_back({"wire", name(t), "raw-roundtrip-spin", [t](const run_context& c) { return raw_roundtrip_spinning(c, t); }});
+    f.push_back(
+        {"wire", name(t), "raw-roundtrip-spin", [t](const run_context& c) { return raw_roundtrip_spinning(c, t); }});
     f.push_back({"wire", name(t), "end", [t](const run_context& c) { return courier_end(c, t); }});
     f.push_back({"wire", name(t), "callback", [t](const run_context& c) { return courier_callback(c, t); }});
     f.push_back({"wire", name(t), "wait", [t](const run_context& c) { return courier_wait(c, t); }});
@@ -1029,8 +1040,10 @@ struct ratio {
 std::vector<ratio> ratios() {
   // ZeroMQ against the raw limit of the same kind of socket (ipc is a Unix socket). Courier's lines
   // add theirs here: wait / raw-roundtrip, callback / raw-pipelined, end / pushpull, wait / reqrep.
-  std::vector<ratio> r = {{"wire-zmq ipc reqrep", "wire uds raw-roundtrip"}, {"wire-zmq tcp reqrep", "wire tcp raw-roundtrip"},
-                          {"wire-zmq ipc pushpull", "wire uds raw-pipelined"}, {"wire-zmq tcp pushpull", "wire tcp raw-pipelined"}};
+  std::vector<ratio> r = {{"wire-zmq ipc reqrep", "wire uds raw-roundtrip"},
+                          {"wire-zmq tcp reqrep", "wire tcp raw-roundtrip"},
+                          {"wire-zmq ipc pushpull", "wire uds raw-pipelined"},
+                          {"wire-zmq tcp pushpull", "wire tcp raw-pipelined"}};
   // Courier's targets: wait and request >= 0.8 x raw-roundtrip (and against the raw echo that
   // spins as Courier's threads do), callback >= 0.8 x raw-pipelined, end >= 2 x ZeroMQ push/pull,
   // wait >= ZeroMQ req/rep (ipc is a Unix socket, like uds).
@@ -1064,7 +1077,8 @@ int main(int argc, char** argv) {
   const auto opts = courier_bench::parse_options(
       argc, argv, "Courier's calls over pipe, uds and tcp beside the raw limits of the same sockets and ZeroMQ",
       [&](CLI::App& app) {
-        app.add_option("--only", only, "run just the figures this names: pipe, uds, tcp, ipc, zmq, raw, courier, or a figure");
+        app.add_option("--only", only,
+                       "run just the figures this names: pipe, uds, tcp, ipc, zmq, raw, courier, or a figure");
         auto* cpus_option =
             app.add_option("--cpus", cpus, "the client's and the server's CPU, CLIENT,SERVER (0,0: both on one)")
                 ->check(CLI::Validator(
@@ -1076,8 +1090,8 @@ int main(int argc, char** argv) {
                       return "wants CLIENT,SERVER (two CPU numbers, e.g. 0,1), got '" + v + "'";
                     },
                     "CLIENT,SERVER"));
-        auto* pin_flag =
-            app.add_flag("--pin", pin, "place the two processes on two CPUs of this machine's choosing")->excludes(cpus_option);
+        auto* pin_flag = app.add_flag("--pin", pin, "place the two processes on two CPUs of this machine's choosing")
+                             ->excludes(cpus_option);
         app.add_flag("--no-pin", no_pin, "leave both processes to the scheduler (the default)")->excludes(pin_flag);
       });
   if (!opts.ok) return opts.exit_code;
@@ -1086,8 +1100,9 @@ int main(int argc, char** argv) {
   for (auto& f : figures())
     if (f.selected(only)) chosen.push_back(std::move(f));
   if (chosen.empty()) {  // scripts/run hands every bench the same line
-    std::printf("courier-net-bench: --only %s names no figure of this benchmark (pipe, uds, tcp, ipc, zmq, raw, courier)\n",
-                only.c_str());
+    std::printf(
+        "courier-net-bench: --only %s names no figure of this benchmark (pipe, uds, tcp, ipc, zmq, raw, courier)\n",
+        only.c_str());
     return 0;
   }
 
@@ -1112,9 +1127,10 @@ int main(int argc, char** argv) {
   std::printf("machine: %s\n", courier_bench::machine_description().c_str());
   std::printf("placement: %s%s\n", c.where.describe().c_str(),
               c.where.client_cpu < 0 ? "" : "; threads a side starts (ZeroMQ's I/O thread) share its CPU");
-  std::printf("mode: %s, %zu round trips / %zu messages of %zu bytes per run (after a tenth as warm-up), "
-              "%zu in flight when pipelined, median of %d run(s) per figure\n",
-              opts.quick ? "quick" : "full", c.roundtrips, c.messages, message_size, in_flight, runs);
+  std::printf(
+      "mode: %s, %zu round trips / %zu messages of %zu bytes per run (after a tenth as warm-up), "
+      "%zu in flight when pipelined, median of %d run(s) per figure\n",
+      opts.quick ? "quick" : "full", c.roundtrips, c.messages, message_size, in_flight, runs);
   std::fflush(stdout);
 
   // Round by round, every figure once per round (the order turning from round to round), so that a
@@ -1159,8 +1175,8 @@ int main(int argc, char** argv) {
       std::printf("    context switches per op: client %.2f, server %.2f\n", courier_bench::median(client_switches[i]),
                   server_switches[i].empty() ? -1.0 : courier_bench::median(server_switches[i]));
     if (!p50s[i].empty())
-      std::printf("    latency per call: p50 %.1f us, p99 %.1f us (medians over the runs)\n", courier_bench::median(p50s[i]),
-                  courier_bench::median(p99s[i]));
+      std::printf("    latency per call: p50 %.1f us, p99 %.1f us (medians over the runs)\n",
+                  courier_bench::median(p50s[i]), courier_bench::median(p99s[i]));
   }
   for (const auto& r : ratios()) {
     const double of = median_of(r.of), to = median_of(r.to);

@@ -23,7 +23,6 @@
 #include "bench_util.hpp"
 #include "counting_allocator.hpp"
 
-
 namespace w = courier::wire;
 
 namespace {
@@ -65,10 +64,9 @@ volatile std::int64_t sink;
 
 int main(int argc, char** argv) {
   std::string only;
-  const auto opts = courier_bench::parse_options(argc, argv, "The wire codec's encode and decode on one thread",
-                                                 [&](CLI::App& app) {
-                                                   app.add_option("--only", only, "run just this figure (encode, decode)");
-                                                 });
+  const auto opts = courier_bench::parse_options(
+      argc, argv, "The wire codec's encode and decode on one thread",
+      [&](CLI::App& app) { app.add_option("--only", only, "run just this figure (encode, decode)"); });
   if (!opts.ok) return opts.exit_code;
   if (!only.empty() && only != "encode" && only != "decode") {  // scripts/run hands every bench the same line
     std::printf("courier-wire-bench: --only %s names no figure of this benchmark (encode, decode)\n", only.c_str());
@@ -135,8 +133,9 @@ int main(int argc, char** argv) {
     if (r > 0) decs.push_back(res);
   }
 
-  std::printf("# machine: %s; one thread; %zu-byte call frames (token + 5 x int32) in %zu KiB buffers; median of %d run(s)%s\n",
-              courier_bench::machine_description().c_str(), frame_bytes, batch_bytes / 1024, runs, quick ? "; --quick" : "");
+  std::printf(
+      "# machine: %s; one thread; %zu-byte call frames (token + 5 x int32) in %zu KiB buffers; median of %d run(s)%s\n",
+      courier_bench::machine_description().c_str(), frame_bytes, batch_bytes / 1024, runs, quick ? "; --quick" : "");
   if (encode_figure) {
     const auto e = median(enc);
     std::printf("wire-encode frames_per_s=%.0f\n", e.frames_per_s);

@@ -86,12 +86,14 @@ int main(int argc, char** argv) {
   // END: one-way sends; a later call sees them, since one connection keeps their order.
   for (int i = 0; i < 3; ++i) calc.send(calc::note{"note " + std::to_string(i)});
   auto seen = calc.ask(calc::notes_seen{}, timeout);
-  expect(seen && *seen == 3, "3 notes sent one-way, server saw " + (seen ? std::to_string(*seen) : seen.err().describe()));
+  expect(seen && *seen == 3,
+         "3 notes sent one-way, server saw " + (seen ? std::to_string(*seen) : seen.err().describe()));
 
   // The slow call's late reply arrives after its time-out and is dropped.
   auto after = calc.ask(calc::slow{0, 42}, timeout);
   expect(after && *after == 42, "a call after the time-out still works");
 
-  std::printf("%s: %d failure(s) over %s\n", failures == 0 ? "passed" : "FAILED", failures, to_string(opts->where).c_str());
+  std::printf("%s: %d failure(s) over %s\n", failures == 0 ? "passed" : "FAILED", failures,
+              to_string(opts->where).c_str());
   return failures == 0 ? 0 : 1;
 }

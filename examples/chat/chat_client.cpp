@@ -98,7 +98,8 @@ int main(int argc, char** argv) {
   if (!parent) return fail("connect", parent.err());
   const auto timeout = opts->timeout;
   if (!sc.nick.empty())
-    if (auto ok = parent->call_wait(token("NICK"), net::args(std::string_view(sc.nick)), timeout); !ok) return fail("NICK", ok.err());
+    if (auto ok = parent->call_wait(token("NICK"), net::args(std::string_view(sc.nick)), timeout); !ok)
+      return fail("NICK", ok.err());
   auto joined = parent->call_wait(token("JOIN"), net::args(std::string_view(sc.room)), timeout);
   if (!joined) return fail("JOIN", joined.err());
   std::printf("joined %s (%d here)\n", sc.room.c_str(), joined->items().read<std::int32_t>().value_or(0));
@@ -109,7 +110,8 @@ int main(int argc, char** argv) {
       if (line == "/quit") break;
       const bool join = line.rfind("/join ", 0) == 0, nick = line.rfind("/nick ", 0) == 0;
       if (join || nick) {
-        auto ok = parent->call_wait(join ? token("JOIN") : token("NICK"), net::args(std::string_view(line).substr(6)), timeout);
+        auto ok = parent->call_wait(join ? token("JOIN") : token("NICK"), net::args(std::string_view(line).substr(6)),
+                                    timeout);
         if (!ok) std::fprintf(stderr, "courier-chat-client: %s\n", ok.err().describe().c_str());
       } else if (!parent->send(token("SAY_"), net::args(std::string_view(line)))) {
         return fail("say", courier::error(courier::errc::connection_lost, "the connection has ended"));
@@ -123,7 +125,8 @@ int main(int argc, char** argv) {
     auto n = parent->call_wait(token("MEMB"), {}, timeout);
     if (!n) return fail("MEMB", n.err());
     if (auto count = n->items().read<std::int32_t>(); count && *count >= sc.members) break;
-    if (std::chrono::steady_clock::now() > deadline) return fail("waiting for the others", courier::error(courier::errc::request_timeout, "not enough members"));
+    if (std::chrono::steady_clock::now() > deadline)
+      return fail("waiting for the others", courier::error(courier::errc::request_timeout, "not enough members"));
     std::this_thread::sleep_for(10ms);
   }
   for (int i = 1; i <= sc.say; ++i) {
@@ -132,12 +135,12 @@ int main(int argc, char** argv) {
       return fail("say", courier::error(courier::errc::connection_lost, "the connection has ended"));
   }
   std::unique_lock lock(in.mutex);
-  const bool done = in.changed.wait_until(lock, deadline, [&] {
-    return (sc.expect < 0 || in.lines >= sc.expect) && (sc.until.empty() || in.noted);
-  });
+  const bool done = in.changed.wait_until(
+      lock, deadline, [&] { return (sc.expect < 0 || in.lines >= sc.expect) && (sc.until.empty() || in.noted); });
   lock.unlock();
-  if (!done) std::fprintf(stderr, "courier-chat-client: %d lines came of %d expected%s\n", in.lines, sc.expect,
-                          sc.until.empty() || in.noted ? "" : ", and no such note");
+  if (!done)
+    std::fprintf(stderr, "courier-chat-client: %d lines came of %d expected%s\n", in.lines, sc.expect,
+                 sc.until.empty() || in.noted ? "" : ", and no such note");
   (void)parent->close_wait(timeout);
   return done ? 0 : 1;
 }

@@ -75,7 +75,8 @@ class rooms : public courier::actor<rooms, join, say, leave, headcount> {
       if (m.room == room) (void)m.client.send(token("NOTE"), net::args(text));
   }
   std::int32_t in(const std::string& room) const {
-    return static_cast<std::int32_t>(std::count_if(members_.begin(), members_.end(), [&](auto& m) { return m.second.room == room; }));
+    return static_cast<std::int32_t>(
+        std::count_if(members_.begin(), members_.end(), [&](auto& m) { return m.second.room == room; }));
   }
   std::unordered_map<std::uint64_t, member> members_;
 };
@@ -84,27 +85,35 @@ class rooms : public courier::actor<rooms, join, say, leave, headcount> {
 template <class Message>
 void ask_rooms(const courier::actor_ref<rooms>& hub, net::incoming& call, Message m) {
   auto reply = std::make_shared<net::deferred_reply>(call.defer());
-  hub.request(std::move(m)).then([reply](std::int32_t n) { reply->deliver([&](auto& w) { w.add(n); }); },
-                                 [reply](const courier::error& e) { reply->fail(e); });
+  hub.request(std::move(m))
+      .then([reply](std::int32_t n) { reply->deliver([&](auto& w) { w.add(n); }); },
+            [reply](const courier::error& e) { reply->fail(e); });
 }
 
 net::session_factory chat_sessions(courier::actor_ref<rooms> hub) {
   return [hub](const net::peer_info& peer, net::context_ref client) {
     auto nick = std::make_shared<std::string>("guest" + std::to_string(peer.id));  // this session's own
     auto services = std::make_shared<net::service_table>();
-    services->add(token("NICK"), [nick](net::incoming& call) {
-      auto name = call.read<std::string_view>();
-      if (name && (name->empty() || name->size() > 32))
-        call.fail(courier::error(courier::errc::invalid_argument, "a nick is 1 to 32 bytes"));
-      else if (name)
-        *nick = *name;
-    }, {"(string nick)", "", "names you in the rooms you join from now on"});
-    services->add(token("JOIN"), [hub, nick, client, id = peer.id](net::incoming& call) {
-      if (auto room = call.read<std::string_view>()) ask_rooms(hub, call, join{id, *nick, std::string(*room), client});
-    }, {"(string room)", "int32", "moves you to the room; answers how many are in it"});
-    services->add(token("SAY_"), [hub, id = peer.id](net::incoming& call) {
-      if (auto text = call.read<std::string_view>()) hub.send(say{id, std::string(*text)});
-    }, {"(string text)", "", "says it to the others in your room (MSG_ room nick text)"});
+    services->add(token("NICK"),
+                  [nick](net::incoming& call) {
+                    auto name = call.read<std::string_view>();
+                    if (name && (name->empty() || name->size() > 32))
+                      call.fail(courier::error(courier::errc::invalid_argument, "a nick is 1 to 32 bytes"));
+                    else if (name)
+                      *nick = *name;
+                  },
+                  {"(string nick)", "", "names you in the rooms you join from now on"});
+    services->add(token("JOIN"),
+                  [hub, nick, client, id = peer.id](net::incoming& call) {
+                    if (auto room = call.read<std::string_view>())
+                      ask_rooms(hub, call, join{id, *nick, std::string(*room), client});
+                  },
+                  {"(string room)", "int32", "moves you to the room; answers how many are in it"});
+    services->add(token("SAY_"),
+                  [hub, id = peer.id](net::incoming& call) {
+                    if (auto text = call.read<std::string_view>()) hub.send(say{id, std::string(*text)});
+                  },
+                  {"(string text)", "", "says it to the others in your room (MSG_ room nick text)"});
     services->add(token("MEMB"), [hub, id = peer.id](net::incoming& call) { ask_rooms(hub, call, headcount{id}); },
                   {"()", "int32", "how many are in your room"});
     net::session s;

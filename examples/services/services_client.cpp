@@ -74,8 +74,8 @@ int main(int argc, char** argv) {
   expect(first_item(hello) == "hello, world", "HELO world: " + first_item(hello));
 
   // A list of typed items, echoed back as it went.
-  auto echoed = server.call_wait(courier::token("ELST"),
-                                 net::args(std::int32_t{1}, std::string_view("two"), std::vector<double>{3.5}), timeout);
+  auto echoed = server.call_wait(
+      courier::token("ELST"), net::args(std::int32_t{1}, std::string_view("two"), std::vector<double>{3.5}), timeout);
   bool same = false;
   if (echoed) {
     auto items = echoed->items();
@@ -119,7 +119,8 @@ int main(int argc, char** argv) {
     (void)first->call_wait(courier::token("CNT_"), {}, timeout);
     auto a = first->call_wait(courier::token("CNT_"), {}, timeout);
     auto b = second->call_wait(courier::token("CNT_"), {}, timeout);
-    expect(first_item(a) == "2" && first_item(b) == "1", "CNT_ counts per child: " + first_item(a) + ", " + first_item(b));
+    expect(first_item(a) == "2" && first_item(b) == "1",
+           "CNT_ counts per child: " + first_item(a) + ", " + first_item(b));
     auto name = second->call_wait(courier::token("NAME"), {}, timeout);
     expect(first_item(name) == "second", "the second child's NAME: " + first_item(name));
     expect(static_cast<bool>(first->close_wait(timeout)), "the first child closed");

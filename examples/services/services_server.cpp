@@ -9,12 +9,12 @@
 //   courier-services-client @ courier-services-server                  (the C++ client, calls both ways)
 #include <courier/courier.hpp>
 #include <courier/fields.hpp>
-#include <courier/wire/copy.hpp>
 #include <courier/net/local_context.hpp>
 #include <courier/net/node.hpp>
 #include <courier/net/options.hpp>
 #include <courier/net/server.hpp>
 #include <courier/net/services.hpp>
+#include <courier/wire/copy.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -39,42 +39,51 @@ struct multiply {
 std::shared_ptr<const courier::net::service_table> services(std::shared_ptr<std::int64_t> greetings) {
   auto table = std::make_shared<courier::net::service_table>();
   // HELO: a hello world. A caller that sends another item type gets type_mismatch, naming it.
-  table->add(courier::token("HELO"), [greetings](courier::net::incoming& call) {
-     auto name = call.read<std::string_view>();
-     if (!name) return;
-     ++*greetings;
-     call.reply().add("hello, " + std::string(*name));
-   }, {"(string name)", "string", "says hello"});
+  table->add(courier::token("HELO"),
+             [greetings](courier::net::incoming& call) {
+               auto name = call.read<std::string_view>();
+               if (!name) return;
+               ++*greetings;
+               call.reply().add("hello, " + std::string(*name));
+             },
+             {"(string name)", "string", "says hello"});
   // ELST: whatever items it is given, echoed back in order (no signature: any items).
-  table->add(courier::token("ELST"), [](courier::net::incoming& call) {
-     wire::copy_items(call.items(), call.reply());
-   }, {"", "", "echoes its items back, whatever they are"});
+  table->add(courier::token("ELST"), [](courier::net::incoming& call) { wire::copy_items(call.items(), call.reply()); },
+             {"", "", "echoes its items back, whatever they are"});
   // BACK: calls the client back (its NAME service, in the same context, on the same connection)
   // and greets it by the name it gave. The handler must not block: it defers its reply, and the
   // callback's continuation answers.
-  table->add(courier::token("BACK"), [](courier::net::incoming& call) {
-     auto reply = std::make_shared<courier::net::deferred_reply>(call.defer());
-     call.peer().call(courier::token("NAME"), {}, std::chrono::seconds(5))
-         .then(
-             [reply](const wire::items_ref& answer) {
-               auto items = answer.items();
-               auto name = items.read<std::string_view>();
-               if (!name) return static_cast<void>(reply->fail(courier::error(courier::errc::invalid_argument,
-                                                                               "NAME answered no string: " + name.err().message())));
-               reply->deliver([&](wire::frame_writer& w) { w.add("hello, " + std::string(*name) + ", I called you back"); });
+  table->add(courier::token("BACK"),
+             [](courier::net::incoming& call) {
+               auto reply = std::make_shared<courier::net::deferred_reply>(call.defer());
+               call.peer()
+                   .call(courier::token("NAME"), {}, std::chrono::seconds(5))
+                   .then(
+                       [reply](const wire::items_ref& answer) {
+                         auto items = answer.items();
+                         auto name = items.read<std::string_view>();
+                         if (!name)
+                           return static_cast<void>(reply->fail(courier::error(
+                               courier::errc::invalid_argument, "NAME answered no string: " + name.err().message())));
+                         reply->deliver([&](wire::frame_writer& w) {
+                           w.add("hello, " + std::string(*name) + ", I called you back");
+                         });
+                       },
+                       [reply](const courier::error& e) { reply->fail(e); });
              },
-             [reply](const courier::error& e) { reply->fail(e); });
-   }, {"()", "string", "calls the client's NAME service back and greets it by that name"});
+             {"()", "string", "calls the client's NAME service back and greets it by that name"});
   // SUM_: the sum of a list of int64.
-  table->add(courier::token("SUM_"), [](courier::net::incoming& call) {
-     wire::reader& in = call.items();
-     std::int64_t total = 0;
-     if (in.begin_list()) {
-       while (in.peek() == wire::item_type::int64) total += *in.read<std::int64_t>();
-       if (in.end_list()) return static_cast<void>(call.reply().add(total));
-     }
-     call.fail(courier::error(courier::errc::invalid_argument, "SUM_ takes a list of int64"));
-   }, {"(list of int64 values)", "int64", "adds them up"});
+  table->add(courier::token("SUM_"),
+             [](courier::net::incoming& call) {
+               wire::reader& in = call.items();
+               std::int64_t total = 0;
+               if (in.begin_list()) {
+                 while (in.peek() == wire::item_type::int64) total += *in.read<std::int64_t>();
+                 if (in.end_list()) return static_cast<void>(call.reply().add(total));
+               }
+               call.fail(courier::error(courier::errc::invalid_argument, "SUM_ takes a list of int64"));
+             },
+             {"(list of int64 values)", "int64", "adds them up"});
   table->on([](const multiply& m) -> courier::result<std::int64_t> {
     std::int64_t product = 0;
     if (__builtin_mul_overflow(m.a, m.b, &product))

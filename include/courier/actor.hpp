@@ -161,8 +161,8 @@ class actor : public detail::actor_base {
     static constexpr const char* (*names[])() noexcept = {&detail::type_name_of<Msgs>...};
     return type < sizeof...(Msgs) ? names[type]() : "courier system message";
   }
-  static constexpr detail::actor_ops ops{&resume_impl, &discard_impl, &destroy_impl, &type_name, &message_name,
-                                         detail::drive_ops_of<Derived>()};
+  static constexpr detail::actor_ops ops{&resume_impl, &discard_impl, &destroy_impl,
+                                         &type_name,   &message_name, detail::drive_ops_of<Derived>()};
 
   actor_ref<Derived> self_;  // adopts the keep-alive reference; dropped when the actor stops
 };
@@ -300,7 +300,8 @@ void actor<Derived, Msgs...>::handle(detail::message_header*& msg) {
     pool::destroy(slot);
     msg = nullptr;
     if (untaken != nullptr)
-      detail::reply_error(untaken, error(errc::broken_promise, "the handler deferred its reply but made no promise for it"));
+      detail::reply_error(untaken,
+                          error(errc::broken_promise, "the handler deferred its reply but made no promise for it"));
     (void)deferred;
   } else {
     detail::pending_base* reply = msg->reply_to;
@@ -314,7 +315,7 @@ void actor<Derived, Msgs...>::handle(detail::message_header*& msg) {
 template <class Derived, class... Msgs>
 template <class T, class M>
 delegated<reply_type_t<T, std::remove_cvref_t<M>>> actor<Derived, Msgs...>::delegate(const actor_ref<T>& target,
-                                                                                    M&& msg) {
+                                                                                     M&& msg) {
   using message = std::remove_cvref_t<M>;
   static_assert(detail::check_accepts<T, message>());
   detail::actor_base* to = target.base();
@@ -454,7 +455,7 @@ detail::resume_result actor<Derived, Msgs...>::resume_impl(detail::actor_base* b
   }
   if (msg != nullptr) discard_impl(msg, failure);
   if (!failure && self->exit_reason_ != nullptr) failure = *self->exit_reason_;  // stopped from outside
-  if constexpr (requires(Derived& d) { d.on_stop(); }) {
+  if constexpr (requires(Derived & d) { d.on_stop(); }) {
     try {
       static_cast<Derived*>(self)->on_stop();
     } catch (...) {

@@ -130,11 +130,11 @@ class actor_ref {
   /// An interface ref from a ref to an actor that implements the interface; checked at compile
   /// time (the error names the actor, the interface and the first message that does not fit).
   template <class A>
-    requires(detail::is_interface<T> && !detail::is_interface<A>)
-  actor_ref(const actor_ref<A>& other) noexcept : actor_ref(actor_ref<A>(other)) {}
+  requires(detail::is_interface<T> && !detail::is_interface<A>) actor_ref(const actor_ref<A>& other)
+  noexcept : actor_ref(actor_ref<A>(other)) {}
   template <class A>
-    requires(detail::is_interface<T> && !detail::is_interface<A>)
-  actor_ref(actor_ref<A>&& other) noexcept {
+  requires(detail::is_interface<T> && !detail::is_interface<A>) actor_ref(actor_ref<A>&& other)
+  noexcept {
     static_assert(detail::implementation<A, T>::check());
     map_ = detail::implementation<A, T>::indices;
     ptr_ = other.base();
@@ -164,8 +164,9 @@ class actor_ref {
     if (r == detail::push_result::queued) [[likely]]
       return true;
     pool::destroy(slot);
-    detail::dead_letter(ptr_->core(), ptr_->id(), typeid(message).name(),
-                        r == detail::push_result::full ? dead_letter_reason::mailbox_full : dead_letter_reason::stopped);
+    detail::dead_letter(
+        ptr_->core(), ptr_->id(), typeid(message).name(),
+        r == detail::push_result::full ? dead_letter_reason::mailbox_full : dead_letter_reason::stopped);
     return false;
   }
 

@@ -72,11 +72,11 @@ class executor {
   // this class ask whether it converts to Executor, and asio's any_io_executor answers that by
   // asking whether this class is copyable, which asks again.
   template <class E>
-    requires std::is_same_v<std::remove_cvref_t<E>, Executor>
+  requires std::is_same_v<std::remove_cvref_t<E>, Executor>
   explicit executor(E&& ex) noexcept(std::is_nothrow_constructible_v<Executor, E&&>) : ex_(std::forward<E>(ex)) {}
   /// The executor of an execution context: `courier::asio::executor(io)`.
   template <class Context>
-    requires std::is_convertible_v<Context&, ::asio::execution_context&>
+  requires std::is_convertible_v<Context&, ::asio::execution_context&>
   explicit executor(Context& context) : ex_(context.get_executor()) {}
 
   template <class F>
@@ -91,11 +91,11 @@ class executor {
 };
 
 template <class Context>
-  requires std::is_convertible_v<Context&, ::asio::execution_context&>
-executor(Context&) -> executor<typename Context::executor_type>;
+requires std::is_convertible_v<Context&, ::asio::execution_context&> executor(Context&)
+->executor<typename Context::executor_type>;
 template <class Executor>
-  requires(!std::is_convertible_v<Executor&, ::asio::execution_context&>)
-executor(Executor) -> executor<Executor>;
+requires(!std::is_convertible_v<Executor&, ::asio::execution_context&>) executor(Executor)
+->executor<Executor>;
 
 namespace detail {
 
@@ -128,7 +128,7 @@ struct wake_relay {
   static void wake(void* context) noexcept;  // any thread; defined after loop_state
 
   ::asio::any_io_executor ex;
-  std::mutex mutex;               // on_wake runs on any thread; bind and unbind on the io thread
+  std::mutex mutex;                // on_wake runs on any thread; bind and unbind on the io thread
   std::weak_ptr<loop_state> loop;  // empty until an embedded_loop binds, and again after it stops
 };
 
@@ -187,12 +187,14 @@ struct loop_state : std::enable_shared_from_this<loop_state> {
     if (relay != nullptr) return;  // nothing to wait on: the relay posts when work is ready
     if (closed || waiting) return;
     waiting = true;
-    wake.async_wait(::asio::posix::stream_descriptor::wait_read, [self = shared_from_this()](const std::error_code& ec) {
-      self->waiting = false;
-      if (self->closed || ec == ::asio::error::operation_aborted) return;
-      if (ec) throw std::system_error(ec, "courier::asio::embedded_loop: waiting for the wake-up descriptor");
-      self->turn();
-    });
+    wake.async_wait(::asio::posix::stream_descriptor::wait_read,
+                    [self = shared_from_this()](const std::error_code& ec) {
+                      self->waiting = false;
+                      if (self->closed || ec == ::asio::error::operation_aborted) return;
+                      if (ec)
+                        throw std::system_error(ec, "courier::asio::embedded_loop: waiting for the wake-up descriptor");
+                      self->turn();
+                    });
   }
 
   void schedule_turn() {
@@ -354,7 +356,7 @@ inline courier::config embedded_config(::asio::io_context& io, courier::config b
   base.mode = scheduling::embedded;
   base.on_wake = &detail::wake_relay::wake;
   base.wake_user_data = ::asio::use_service<detail::wake_service>(static_cast<::asio::execution_context&>(io))
-                          .make_relay(io.get_executor());
+                            .make_relay(io.get_executor());
   return base;
 }
 
@@ -480,11 +482,11 @@ struct initiate_request {
           .then(
               [shared](auto&&... value) {
                 if constexpr (sizeof...(value) == 0)
-                  std::move(*shared)(outcome(std::in_place));
+                  std::move (*shared)(outcome(std::in_place));
                 else
-                  std::move(*shared)(outcome(std::in_place, std::forward<decltype(value)>(value)...));
+                  std::move (*shared)(outcome(std::in_place, std::forward<decltype(value)>(value)...));
               },
-              [shared](const courier::error& e) { std::move(*shared)(outcome(failure_tag, e)); });
+              [shared](const courier::error& e) { std::move (*shared)(outcome(failure_tag, e)); });
     } else {
       auto ex = ::asio::get_associated_executor(handler);
       // As asio's own operations do: the handler's io_context does not run out of work while the

@@ -29,8 +29,8 @@ enum class scheduling : std::uint8_t { threaded, deterministic, embedded };
 
 /// Why a message was not delivered.
 enum class dead_letter_reason : std::uint8_t {
-  stopped,       ///< its target had stopped (or stopped with the message still queued)
-  mailbox_full,  ///< its target's bounded mailbox was at capacity (or refusing, see actor_base::refuse_sends)
+  stopped,           ///< its target had stopped (or stopped with the message still queued)
+  mailbox_full,      ///< its target's bounded mailbox was at capacity (or refusing, see actor_base::refuse_sends)
   invalid_argument,  ///< its target could not take it as it was: a remote connection could not encode it
                      ///< within the limits its peer announced (the failure a request gets as errc::invalid_argument)
 };

@@ -37,6 +37,8 @@ struct executor_probe {
 }  // namespace detail
 
 template <class E>
-concept executor = std::copy_constructible<E> && requires(const E& e, detail::executor_probe f) { e.execute(std::move(f)); };
+concept executor = std::copy_constructible<E> && requires(const E& e, detail::executor_probe f) {
+  e.execute(std::move(f));
+};
 
 }  // namespace courier

@@ -51,8 +51,8 @@ inline constexpr std::size_t max_alignment = 64;
 
 namespace detail {
 
-inline constexpr std::uint16_t class_sizes[] = {16,  32,  48,  64,  96,   128,  192,  256,  320,  384,
-                                                 512, 640, 768, 1024, 1536, 2048, 3072, 4096};
+inline constexpr std::uint16_t class_sizes[] = {16,  32,  48,  64,  96,   128,  192,  256,  320,
+                                                384, 512, 640, 768, 1024, 1536, 2048, 3072, 4096};
 inline constexpr std::size_t class_count = sizeof(class_sizes) / sizeof(class_sizes[0]);
 inline constexpr std::uint8_t large_class = 0xff;
 

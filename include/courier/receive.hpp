@@ -83,15 +83,17 @@ class inbox {
 
   /// The oldest message of any accepted type, or errc::request_timeout after `timeout`.
   result<message> receive(timespan timeout) {
-    return wait_for(timeout, [](const message&) { return true; }, [](message&& m) { return std::move(m); });
+    return wait_for(
+        timeout, [](const message&) { return true; }, [](message&& m) { return std::move(m); });
   }
 
   /// The oldest `M`, or errc::request_timeout after `timeout`; other messages stay queued.
   template <class M>
   result<M> receive(timespan timeout) {
     static_assert(actor_type::template accepts<M>, "courier: receive<M> needs M in the inbox's message list");
-    return wait_for(timeout, [](const message& m) { return std::holds_alternative<M>(m); },
-                    [](message&& m) { return std::get<M>(std::move(m)); });
+    return wait_for(
+        timeout, [](const message& m) { return std::holds_alternative<M>(m); },
+        [](message&& m) { return std::get<M>(std::move(m)); });
   }
 
   /// Messages received and not yet taken.
@@ -106,8 +108,8 @@ class inbox {
     using outcome = result<decltype(take(std::declval<message>()))>;
     if (detail::current_actor != nullptr || detail::on_worker_thread())
       return outcome(error(errc::would_deadlock, "inbox::receive blocks; it is for plain threads"));
-    const auto deadline = timeout == infinite ? std::chrono::steady_clock::time_point::max()
-                                              : std::chrono::steady_clock::now() + timeout;
+    const auto deadline =
+        timeout == infinite ? std::chrono::steady_clock::time_point::max() : std::chrono::steady_clock::now() + timeout;
     detail::system_core* core = ref_.base()->core();
     const bool manual = detail::is_manual(core);
     std::unique_lock lock(state_->mutex);

@@ -27,8 +27,8 @@
 #include <chrono>
 #include <climits>
 #include <cstdint>
-#include <type_traits>
 #include <system_error>
+#include <type_traits>
 #include <utility>
 
 #include "courier/actor_ref.hpp"
@@ -73,8 +73,7 @@ class [[nodiscard]] request_handle {
   /// host's poll() in embedded mode); never inline here. Throws std::system_error
   /// (errc::empty_reference) through an empty ref, which has no system to run anything on.
   template <class F, class G>
-    requires(!executor<F>)
-  void then(F on_value, G on_error) && {
+  requires(!executor<F>) void then(F on_value, G on_error) && {
     static_assert(std::is_invocable_v<G&, const error&>, "courier: the error continuation takes const courier::error&");
     using pending = detail::callback_pending<reply_type, F, G>;
     detail::actor_base* target = target_.base();
@@ -99,26 +98,27 @@ class [[nodiscard]] request_handle {
   template <executor E, class F, class G>
   void then(E ex, F on_value, G on_error) && {
     static_assert(std::is_invocable_v<G&, const error&>, "courier: the error continuation takes const courier::error&");
-    std::move(*this).then(std::move(ex), [f = std::move(on_value), g = std::move(on_error)](result<reply_type>&& r) mutable {
-      if (r.has_value())
-        detail::invoke_continuation(f, std::move(*r));
-      else
-        g(r.err());
-    });
+    std::move(*this).then(std::move(ex),
+                          [f = std::move(on_value), g = std::move(on_error)](result<reply_type>&& r) mutable {
+                            if (r.has_value())
+                              detail::invoke_continuation(f, std::move(*r));
+                            else
+                              g(r.err());
+                          });
   }
 
   /// As above with one continuation that takes the outcome: `on_result(courier::result<R>)`.
   /// Through an empty ref the outcome is errc::empty_reference, handed to the executor at once.
   template <executor E, class S>
-    requires std::is_invocable_v<S&, result<reply_type>&&>
-  void then(E ex, S on_result) && {
+  requires std::is_invocable_v<S&, result<reply_type> &&> void then(E ex, S on_result) && {
     using pending = detail::executor_pending<reply_type, E, S>;
     detail::actor_base* target = target_.base();
     if (target == nullptr) {
       using run_later = typename pending::run_later;
-      ex.execute(run_later(std::move(on_result),
-                           result<reply_type>(failure_tag, error(errc::empty_reference, "request through an empty actor_ref")),
-                           nullptr));
+      ex.execute(
+          run_later(std::move(on_result),
+                    result<reply_type>(failure_tag, error(errc::empty_reference, "request through an empty actor_ref")),
+                    nullptr));
       return;
     }
     auto* p = pool::make<pending>(std::move(ex), std::move(on_result));
@@ -169,7 +169,8 @@ auto actor_ref<T>::ask(M&& msg, timespan timeout) const {
   static_assert(detail::check_accepts<T, message>());
   if (ptr_ == nullptr) return outcome(failure_tag, error(errc::empty_reference, "ask through an empty actor_ref"));
   if (detail::current_actor != nullptr || detail::on_worker_thread())
-    return outcome(failure_tag, error(errc::would_deadlock, "ask() blocks; use request(...).then(...) from actors and workers"));
+    return outcome(failure_tag,
+                   error(errc::would_deadlock, "ask() blocks; use request(...).then(...) from actors and workers"));
   // One deadline for the whole ask, from its start: the part driven here and the part waited out
   // below share it (a wait that began afresh after the driving ended would double the time-out).
   const auto start = std::chrono::steady_clock::now();
@@ -208,14 +209,16 @@ auto actor_ref<T>::ask(M&& msg, timespan timeout) const {
     // Deterministic: the deadline is on the virtual clock. Run what is runnable; when nothing is,
     // move the clock to the next timer (or to the deadline) so the wait always ends.
     const std::int64_t now = detail::timer_now_ns(p->core);
-    const std::int64_t limit = timeout.count() >= INT64_MAX - now ? INT64_MAX : now + std::max<std::int64_t>(timeout.count(), 0);
+    const std::int64_t limit =
+        timeout.count() >= INT64_MAX - now ? INT64_MAX : now + std::max<std::int64_t>(timeout.count(), 0);
     while (!p->is_ready()) {
       if (detail::drive_once(p->core)) continue;
       if (detail::advance_idle(p->core, limit)) continue;
       std::uint32_t expected = 0;
       if (p->state.compare_exchange_strong(expected, 2, std::memory_order_acq_rel)) {
         if (timeout == infinite)
-          return outcome(failure_tag, error(errc::would_deadlock, "ask on a deterministic system: nothing left to run or fire"));
+          return outcome(failure_tag,
+                         error(errc::would_deadlock, "ask on a deterministic system: nothing left to run or fire"));
         return outcome(failure_tag, error(errc::request_timeout, "no reply before the ask deadline (virtual clock)"));
       }
     }

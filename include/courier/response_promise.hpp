@@ -74,17 +74,13 @@ class response_promise {
   ~response_promise() { reset(); }
 
   /// True while a requester still waits for this answer.
-  bool pending() const noexcept {
-    return pending_ != nullptr && !pending_->answered.load(std::memory_order_acquire);
-  }
+  bool pending() const noexcept { return pending_ != nullptr && !pending_->answered.load(std::memory_order_acquire); }
   explicit operator bool() const noexcept { return pending(); }
 
   /// True once the requester no longer waits: the request was answered, failed or timed out. A
   /// promise that is not yet answered but whose request timed out is settled: answering it does
   /// nothing (a remote connection counts such late replies as dropped).
-  bool settled() const noexcept {
-    return pending_ == nullptr || pending_->state.load(std::memory_order_acquire) != 0;
-  }
+  bool settled() const noexcept { return pending_ == nullptr || pending_->state.load(std::memory_order_acquire) != 0; }
 
   /// True once nobody can receive an answer any more, so work towards one can stop: the request
   /// timed out, the `ask` caller gave up waiting, or the requesting actor has stopped (its
@@ -104,11 +100,7 @@ class response_promise {
   }
 
   /// For a `unit` reply (the handler's declared reply is `void`).
-  bool deliver()
-    requires std::is_same_v<R, unit>
-  {
-    return deliver(unit{});
-  }
+  bool deliver() requires std::is_same_v<R, unit> { return deliver(unit{}); }
 
   /// Fails the request with `why`; the requester's error continuation (or `ask`) sees it.
   bool fail(error why) noexcept {
@@ -121,10 +113,12 @@ class response_promise {
   void reset() noexcept {
     detail::pending_base* p = std::exchange(pending_, nullptr);
     if (p == nullptr) return;
-    if (p->promises.fetch_sub(1, std::memory_order_acq_rel) == 1 && !p->answered.exchange(true, std::memory_order_acq_rel))
-      detail::reply_error(p, error(errc::broken_promise, std::uncaught_exceptions() > 0
-                                                             ? "the promise was dropped by an exception before it was answered"
-                                                             : "the promise was dropped before it was answered"));
+    if (p->promises.fetch_sub(1, std::memory_order_acq_rel) == 1 &&
+        !p->answered.exchange(true, std::memory_order_acq_rel))
+      detail::reply_error(
+          p, error(errc::broken_promise, std::uncaught_exceptions() > 0
+                                             ? "the promise was dropped by an exception before it was answered"
+                                             : "the promise was dropped before it was answered"));
     detail::release(p);
   }
 

@@ -45,7 +45,7 @@ namespace detail {
 /// E can be made from Args: by a constructor, or (for an aggregate such as wire::error) by braces.
 template <class E, class... Args>
 concept initializable_from = std::is_constructible_v<E, Args...> ||
-                             (std::is_aggregate_v<E> && requires(Args&&... args) { E{std::forward<Args>(args)...}; });
+    (std::is_aggregate_v<E>&& requires(Args&&... args) { E{std::forward<Args>(args)...}; });
 
 template <class E, class... Args>
 constexpr void construct_at(E* p, Args&&... args) {
@@ -76,14 +76,12 @@ template <class T>
 concept copy_assignable_member = copyable_member<T> && std::is_copy_assignable_v<T>;
 template <class T>
 concept trivially_copy_assignable_member = copy_assignable_member<T> && trivially_copyable_member<T> &&
-                                           std::is_trivially_copy_assignable_v<T> &&
-                                           std::is_trivially_destructible_v<T>;
+    std::is_trivially_copy_assignable_v<T> && std::is_trivially_destructible_v<T>;
 template <class T>
 concept move_assignable_member = movable_member<T> && std::is_move_assignable_v<T>;
 template <class T>
 concept trivially_move_assignable_member = move_assignable_member<T> && trivially_movable_member<T> &&
-                                           std::is_trivially_move_assignable_v<T> &&
-                                           std::is_trivially_destructible_v<T>;
+    std::is_trivially_move_assignable_v<T> && std::is_trivially_destructible_v<T>;
 
 /// "No error": what err() returns for a result that holds a value.
 template <class E>
@@ -114,8 +112,9 @@ template <class E>
 class failed {
  public:
   template <class G = E>
-    requires(!std::is_same_v<std::remove_cvref_t<G>, failed> && std::is_constructible_v<E, G>)
-  constexpr explicit failed(G&& g) noexcept(std::is_nothrow_constructible_v<E, G>) : error_(std::forward<G>(g)) {}
+  requires(!std::is_same_v<std::remove_cvref_t<G>, failed> && std::is_constructible_v<E, G>) constexpr explicit failed(
+      G&& g) noexcept(std::is_nothrow_constructible_v<E, G>)
+      : error_(std::forward<G>(g)) {}
 
   [[nodiscard]] constexpr const E& error() const& noexcept { return error_; }
   [[nodiscard]] constexpr E&& error() && noexcept { return std::move(error_); }
@@ -146,9 +145,9 @@ inline constexpr bool is_result<result<T, E>> = true;
 
 /// Not a tag, not a result, not a failed<>: an argument the converting constructors may look at.
 template <class U>
-concept plain_argument = !is_result<std::remove_cvref_t<U>> && !is_failed<std::remove_cvref_t<U>> &&
-                         !std::is_same_v<std::remove_cvref_t<U>, std::in_place_t> &&
-                         !std::is_same_v<std::remove_cvref_t<U>, failure_t>;
+concept plain_argument =
+    !is_result<std::remove_cvref_t<U>> && !is_failed<std::remove_cvref_t<U>> &&
+    !std::is_same_v<std::remove_cvref_t<U>, std::in_place_t> && !std::is_same_v<std::remove_cvref_t<U>, failure_t>;
 
 /// U makes a value and not an error: the implicit value constructor applies.
 template <class T, class E, class U>
@@ -170,7 +169,8 @@ concept error_argument = plain_argument<G> && initializable_from<E, G> && !std::
 template <class T, class E>
 class [[nodiscard]] result {
   static_assert(!std::is_reference_v<T> && !std::is_reference_v<E>, "courier::result: no references");
-  static_assert(!std::is_same_v<std::remove_cv_t<T>, std::in_place_t> && !std::is_same_v<std::remove_cv_t<T>, failure_t>,
+  static_assert(!std::is_same_v<std::remove_cv_t<T>, std::in_place_t> &&
+                    !std::is_same_v<std::remove_cv_t<T>, failure_t>,
                 "courier::result: T may not be a tag type");
 
  public:
@@ -180,13 +180,13 @@ class [[nodiscard]] result {
   /// A value made from `v`; implicit when U converts to T. Not offered when E, too, can be made from U
   /// (then say which with std::in_place or failure()).
   template <class U = T>
-    requires detail::value_argument<T, E, U>
+  requires detail::value_argument<T, E, U>
   constexpr explicit(!std::is_convertible_v<U, T>) result(U&& v) noexcept(std::is_nothrow_constructible_v<T, U>)
       : value_(std::forward<U>(v)), ok_(true) {}
 
   /// An error made from `g` (`return errc::truncated;`); implicit. Not offered when G converts to T.
   template <class G>
-    requires detail::error_argument<T, E, G>
+  requires detail::error_argument<T, E, G>
   constexpr result(G&& g) noexcept(detail::nothrow_initializable_from<E, G>())  // NOLINT
       : ok_(false) {
     detail::construct_at(&error_, std::forward<G>(g));
@@ -194,13 +194,13 @@ class [[nodiscard]] result {
 
   /// Always a value, whatever E is.
   template <class... Args>
-    requires std::is_constructible_v<T, Args...>
+  requires std::is_constructible_v<T, Args...>
   constexpr explicit result(std::in_place_t, Args&&... args) noexcept(std::is_nothrow_constructible_v<T, Args...>)
       : value_(std::forward<Args>(args)...), ok_(true) {}
 
   /// Always an error, whatever T is.
   template <class... Args>
-    requires detail::initializable_from<E, Args...>
+  requires detail::initializable_from<E, Args...>
   constexpr explicit result(failure_t, Args&&... args) noexcept(detail::nothrow_initializable_from<E, Args...>())
       : ok_(false) {
     detail::construct_at(&error_, std::forward<Args>(args)...);
@@ -208,13 +208,13 @@ class [[nodiscard]] result {
 
   /// The error of `failure(e)`.
   template <class G>
-    requires detail::initializable_from<E, const G&>
+  requires detail::initializable_from<E, const G&>
   constexpr result(const failed<G>& f) noexcept(detail::nothrow_initializable_from<E, const G&>())  // NOLINT
       : ok_(false) {
     detail::construct_at(&error_, f.error());
   }
   template <class G>
-    requires detail::initializable_from<E, G>
+  requires detail::initializable_from<E, G>
   constexpr result(failed<G>&& f) noexcept(detail::nothrow_initializable_from<E, G>())  // NOLINT
       : ok_(false) {
     detail::construct_at(&error_, std::move(f).error());
@@ -223,63 +223,69 @@ class [[nodiscard]] result {
   // Copy and move are trivial when T's and E's are, which keeps a result<int32_t, wire::error> in
   // registers; a std::variant's byte-wise index went through the stack and cost a store-forwarding
   // stall per item in the decode benchmark.
-  constexpr result(const result&)
-    requires detail::trivially_copyable_member<T> && detail::trivially_copyable_member<E>
+  constexpr result(const result&) requires detail::trivially_copyable_member<T> && detail::trivially_copyable_member<E>
   = default;
-  constexpr result(const result& o) noexcept(std::is_nothrow_copy_constructible_v<T> &&
-                                             std::is_nothrow_copy_constructible_v<E>)
-    requires detail::copyable_member<T> && detail::copyable_member<E>
-      : ok_(o.ok_) {
-    if (ok_) ::new (static_cast<void*>(&value_)) T(o.value_);
-    else ::new (static_cast<void*>(&error_)) E(o.error_);
+  constexpr result(const result& o) noexcept(
+      std::is_nothrow_copy_constructible_v<T>&& std::is_nothrow_copy_constructible_v<E>) requires
+      detail::copyable_member<T> && detail::copyable_member<E> : ok_(o.ok_) {
+    if (ok_)
+      ::new (static_cast<void*>(&value_)) T(o.value_);
+    else
+      ::new (static_cast<void*>(&error_)) E(o.error_);
   }
-  constexpr result(result&&)
-    requires detail::trivially_movable_member<T> && detail::trivially_movable_member<E>
+  constexpr result(result&&) requires detail::trivially_movable_member<T> && detail::trivially_movable_member<E>
   = default;
-  constexpr result(result&& o) noexcept(std::is_nothrow_move_constructible_v<T> &&
-                                        std::is_nothrow_move_constructible_v<E>)
-    requires detail::movable_member<T> && detail::movable_member<E>
-      : ok_(o.ok_) {
-    if (ok_) ::new (static_cast<void*>(&value_)) T(std::move(o.value_));
-    else ::new (static_cast<void*>(&error_)) E(std::move(o.error_));
+  constexpr result(result&& o) noexcept(
+      std::is_nothrow_move_constructible_v<T>&& std::is_nothrow_move_constructible_v<E>) requires
+      detail::movable_member<T> && detail::movable_member<E> : ok_(o.ok_) {
+    if (ok_)
+      ::new (static_cast<void*>(&value_)) T(std::move(o.value_));
+    else
+      ::new (static_cast<void*>(&error_)) E(std::move(o.error_));
   }
 
-  constexpr result& operator=(const result&)
-    requires detail::trivially_copy_assignable_member<T> && detail::trivially_copy_assignable_member<E>
+  constexpr result& operator=(
+      const result&) requires detail::trivially_copy_assignable_member<T> && detail::trivially_copy_assignable_member<E>
   = default;
-  constexpr result& operator=(const result& o)
-    requires detail::copy_assignable_member<T> && detail::copy_assignable_member<E>
-  {
-    if (ok_ && o.ok_) value_ = o.value_;
-    else if (!ok_ && !o.ok_) error_ = o.error_;
-    else if (o.ok_) reinit(&value_, &error_, o.value_);
-    else reinit(&error_, &value_, o.error_);
+  constexpr result& operator=(
+      const result& o) requires detail::copy_assignable_member<T> && detail::copy_assignable_member<E> {
+    if (ok_ && o.ok_)
+      value_ = o.value_;
+    else if (!ok_ && !o.ok_)
+      error_ = o.error_;
+    else if (o.ok_)
+      reinit(&value_, &error_, o.value_);
+    else
+      reinit(&error_, &value_, o.error_);
     ok_ = o.ok_;
     return *this;
   }
-  constexpr result& operator=(result&&)
-    requires detail::trivially_move_assignable_member<T> && detail::trivially_move_assignable_member<E>
+  constexpr result& operator=(
+      result&&) requires detail::trivially_move_assignable_member<T> && detail::trivially_move_assignable_member<E>
   = default;
-  constexpr result& operator=(result&& o) noexcept(std::is_nothrow_move_constructible_v<T> &&
-                                                   std::is_nothrow_move_assignable_v<T> &&
-                                                   std::is_nothrow_move_constructible_v<E> &&
-                                                   std::is_nothrow_move_assignable_v<E>)
-    requires detail::move_assignable_member<T> && detail::move_assignable_member<E>
-  {
-    if (ok_ && o.ok_) value_ = std::move(o.value_);
-    else if (!ok_ && !o.ok_) error_ = std::move(o.error_);
-    else if (o.ok_) reinit(&value_, &error_, std::move(o.value_));
-    else reinit(&error_, &value_, std::move(o.error_));
+  constexpr result& operator=(result&& o) noexcept(
+      std::is_nothrow_move_constructible_v<T>&& std::is_nothrow_move_assignable_v<T>&&
+          std::is_nothrow_move_constructible_v<E>&& std::is_nothrow_move_assignable_v<E>) requires
+      detail::move_assignable_member<T> && detail::move_assignable_member<E> {
+    if (ok_ && o.ok_)
+      value_ = std::move(o.value_);
+    else if (!ok_ && !o.ok_)
+      error_ = std::move(o.error_);
+    else if (o.ok_)
+      reinit(&value_, &error_, std::move(o.value_));
+    else
+      reinit(&error_, &value_, std::move(o.error_));
     ok_ = o.ok_;
     return *this;
   }
 
-  constexpr ~result()
-    requires std::is_trivially_destructible_v<T> && std::is_trivially_destructible_v<E>
+  constexpr ~result() requires std::is_trivially_destructible_v<T> && std::is_trivially_destructible_v<E>
   = default;
   constexpr ~result() {
-    if (ok_) value_.~T();
-    else error_.~E();
+    if (ok_)
+      value_.~T();
+    else
+      error_.~E();
   }
 
   [[nodiscard]] constexpr bool has_value() const noexcept { return ok_; }
@@ -334,8 +340,7 @@ class [[nodiscard]] result {
 
   /// The error's `code` member, or a value-initialized code when there is no error (for an E with a
   /// `code` member, such as courier::error and wire::error).
-  [[nodiscard]] constexpr auto code() const noexcept
-    requires requires(const E& e) { e.code; }
+  [[nodiscard]] constexpr auto code() const noexcept requires requires(const E& e) { e.code; }
   {
     using code_type = std::remove_cvref_t<decltype(std::declval<const E&>().code)>;
     return ok_ ? code_type{} : error_.code;
@@ -387,53 +392,47 @@ class [[nodiscard]] result<void, E> {
 
   /// An error made from `g`; implicit.
   template <class G>
-    requires(detail::plain_argument<G> && !std::is_same_v<std::remove_cvref_t<G>, unit> &&
-             detail::initializable_from<E, G>)
-  constexpr result(G&& g) noexcept(detail::nothrow_initializable_from<E, G>())  // NOLINT
+  requires(detail::plain_argument<G> && !std::is_same_v<std::remove_cvref_t<G>, unit> &&
+           detail::initializable_from<
+               E, G>) constexpr result(G&& g) noexcept(detail::nothrow_initializable_from<E, G>())  // NOLINT
       : ok_(false) {
     detail::construct_at(&error_, std::forward<G>(g));
   }
   template <class... Args>
-    requires detail::initializable_from<E, Args...>
+  requires detail::initializable_from<E, Args...>
   constexpr explicit result(failure_t, Args&&... args) noexcept(detail::nothrow_initializable_from<E, Args...>())
       : ok_(false) {
     detail::construct_at(&error_, std::forward<Args>(args)...);
   }
   template <class G>
-    requires detail::initializable_from<E, const G&>
+  requires detail::initializable_from<E, const G&>
   constexpr result(const failed<G>& f) noexcept(detail::nothrow_initializable_from<E, const G&>())  // NOLINT
       : ok_(false) {
     detail::construct_at(&error_, f.error());
   }
   template <class G>
-    requires detail::initializable_from<E, G>
+  requires detail::initializable_from<E, G>
   constexpr result(failed<G>&& f) noexcept(detail::nothrow_initializable_from<E, G>())  // NOLINT
       : ok_(false) {
     detail::construct_at(&error_, std::move(f).error());
   }
 
-  constexpr result(const result&)
-    requires detail::trivially_copyable_member<E>
+  constexpr result(const result&) requires detail::trivially_copyable_member<E>
   = default;
-  constexpr result(const result& o) noexcept(std::is_nothrow_copy_constructible_v<E>)
-    requires detail::copyable_member<E>
-      : none_(), ok_(o.ok_) {
+  constexpr result(const result& o) noexcept(
+      std::is_nothrow_copy_constructible_v<E>) requires detail::copyable_member<E> : none_(),
+                                                                                     ok_(o.ok_) {
     if (!ok_) ::new (static_cast<void*>(&error_)) E(o.error_);
   }
-  constexpr result(result&&)
-    requires detail::trivially_movable_member<E>
+  constexpr result(result&&) requires detail::trivially_movable_member<E>
   = default;
-  constexpr result(result&& o) noexcept(std::is_nothrow_move_constructible_v<E>)
-    requires detail::movable_member<E>
+  constexpr result(result&& o) noexcept(std::is_nothrow_move_constructible_v<E>) requires detail::movable_member<E>
       : none_(), ok_(o.ok_) {
     if (!ok_) ::new (static_cast<void*>(&error_)) E(std::move(o.error_));
   }
-  constexpr result& operator=(const result&)
-    requires detail::trivially_copy_assignable_member<E>
+  constexpr result& operator=(const result&) requires detail::trivially_copy_assignable_member<E>
   = default;
-  constexpr result& operator=(const result& o)
-    requires detail::copy_assignable_member<E>
-  {
+  constexpr result& operator=(const result& o) requires detail::copy_assignable_member<E> {
     if (!ok_ && !o.ok_) {
       error_ = o.error_;
     } else if (!o.ok_) {
@@ -444,13 +443,11 @@ class [[nodiscard]] result<void, E> {
     ok_ = o.ok_;
     return *this;
   }
-  constexpr result& operator=(result&&)
-    requires detail::trivially_move_assignable_member<E>
+  constexpr result& operator=(result&&) requires detail::trivially_move_assignable_member<E>
   = default;
-  constexpr result& operator=(result&& o) noexcept(std::is_nothrow_move_constructible_v<E> &&
-                                                   std::is_nothrow_move_assignable_v<E>)
-    requires detail::move_assignable_member<E>
-  {
+  constexpr result& operator=(result&& o) noexcept(
+      std::is_nothrow_move_constructible_v<E>&& std::is_nothrow_move_assignable_v<E>) requires
+      detail::move_assignable_member<E> {
     if (!ok_ && !o.ok_) {
       error_ = std::move(o.error_);
     } else if (!o.ok_) {
@@ -461,8 +458,7 @@ class [[nodiscard]] result<void, E> {
     ok_ = o.ok_;
     return *this;
   }
-  constexpr ~result()
-    requires std::is_trivially_destructible_v<E>
+  constexpr ~result() requires std::is_trivially_destructible_v<E>
   = default;
   constexpr ~result() {
     if (!ok_) error_.~E();
@@ -489,8 +485,7 @@ class [[nodiscard]] result<void, E> {
   }
   [[nodiscard]] constexpr const E& error() const noexcept { return err(); }
 
-  [[nodiscard]] constexpr auto code() const noexcept
-    requires requires(const E& e) { e.code; }
+  [[nodiscard]] constexpr auto code() const noexcept requires requires(const E& e) { e.code; }
   {
     using code_type = std::remove_cvref_t<decltype(std::declval<const E&>().code)>;
     return ok_ ? code_type{} : error_.code;

@@ -49,12 +49,12 @@ struct run_report {
 
 /// One message handled by `system::run_step` (deterministic mode): which actor ran, and what.
 struct step {
-  std::uint64_t actor = 0;            // the id of the actor that handled it (actor_ref::id())
-  const char* message_type = "";      // typeid(M).name() for a message M the actor accepts, as
-                                      // dead letters name it; "" when the actor only stopped
-  bool system_message = false;        // a reply, a failed request's error, a stop, on_start, ...
-  bool host_continuation = false;     // the host lane ran a continuation of a request made
-                                      // outside any actor (then `actor` is the lane's id)
+  std::uint64_t actor = 0;         // the id of the actor that handled it (actor_ref::id())
+  const char* message_type = "";   // typeid(M).name() for a message M the actor accepts, as
+                                   // dead letters name it; "" when the actor only stopped
+  bool system_message = false;     // a reply, a failed request's error, a stop, on_start, ...
+  bool host_continuation = false;  // the host lane ran a continuation of a request made
+                                   // outside any actor (then `actor` is the lane's id)
 };
 
 namespace detail {
@@ -102,8 +102,8 @@ class system {
   /// its actor with handler_failed, as any throw does. The mailbox is bounded when `T` declares
   /// `static constexpr std::size_t mailbox_capacity = N;`, else unbounded.
   template <class T, class... Args>
-    requires(!std::is_same_v<std::remove_cvref_t<detail::first_of_t<Args...>>, spawn_options>)
-  actor_ref<T> spawn(Args&&... args) {
+  requires(!std::is_same_v<std::remove_cvref_t<detail::first_of_t<Args...>>, spawn_options>) actor_ref<T> spawn(
+      Args&&... args) {
     return spawn_as<T>(spawn_options{}, nullptr, detail::no_down_type, std::forward<Args>(args)...);
   }
 
@@ -174,10 +174,10 @@ class system {
   /// Embedded mode: a descriptor readable while work is ready (see the loop contract above; watch
   /// it level- or edge-triggered). It is an epoll set around an eventfd; a `net::node` adds its
   /// reactor to it, so it is readable while one of the node's sockets is ready too, and the run
-  /// calls serve those sockets first. The number stays the same for the system's whole life. Courier owns it until the system is destroyed: a host that
-  /// wraps it (asio's stream_descriptor, a libuv poll handle) must release it, never close it,
-  /// and stop watching it before the system's destructor closes it. -1 in the other modes, and
-  /// when config::on_wake is set (the host is told through the callback instead).
+  /// calls serve those sockets first. The number stays the same for the system's whole life. Courier owns it until the
+  /// system is destroyed: a host that wraps it (asio's stream_descriptor, a libuv poll handle) must release it, never
+  /// close it, and stop watching it before the system's destructor closes it. -1 in the other modes, and when
+  /// config::on_wake is set (the host is told through the callback instead).
   int wake_fd() const noexcept;
 
   /// Starts a shutdown without blocking: asks every actor to stop (after what is queued), as
@@ -250,12 +250,12 @@ class system {
   }
 
   bool finished() const noexcept;  // shutdown has finished (any thread)
-  void ask_everyone_to_stop();      // begin_shutdown's work, owning thread
+  void ask_everyone_to_stop();     // begin_shutdown's work, owning thread
 
   detail::system_core* core_;  // never null; the system holds one reference on it
   config settings_;
-  bool shut_down_ = false;        // owning thread only
-  bool shutdown_begun_ = false;   // owning thread only
+  bool shut_down_ = false;       // owning thread only
+  bool shutdown_begun_ = false;  // owning thread only
   shutdown_report report_;
   courier::registry registry_;  // names hold references: emptied by shutdown
 };

@@ -33,8 +33,7 @@ class token {
 
   /// A token from text known at run time; std::invalid_argument unless it is four characters.
   explicit token(std::string_view text) {
-    if (text.size() != 4)
-      throw std::invalid_argument("a token is four characters, not '" + std::string(text) + "'");
+    if (text.size() != 4) throw std::invalid_argument("a token is four characters, not '" + std::string(text) + "'");
     chars_ = {text[0], text[1], text[2], text[3]};
   }
 

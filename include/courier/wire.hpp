@@ -18,15 +18,15 @@
 // Thread-safety: see each header; in short, value types and free functions, and no object is safe to use
 // from two threads at once.
 
-#include "courier/wire/buffer.hpp"    // IWYU pragma: export
-#include "courier/wire/copy.hpp"      // IWYU pragma: export
-#include "courier/wire/decoder.hpp"   // IWYU pragma: export
-#include "courier/wire/encoder.hpp"   // IWYU pragma: export
-#include "courier/wire/error.hpp"     // IWYU pragma: export
-#include "courier/wire/format.hpp"    // IWYU pragma: export
-#include "courier/wire/handshake.hpp" // IWYU pragma: export
-#include "courier/wire/message.hpp"   // IWYU pragma: export
-#include "courier/wire/print.hpp"     // IWYU pragma: export
-#include "courier/wire/engine.hpp"   // IWYU pragma: export
-#include "courier/wire/shared_buffer.hpp" // IWYU pragma: export
-#include "courier/token.hpp"          // IWYU pragma: export
+#include "courier/token.hpp"               // IWYU pragma: export
+#include "courier/wire/buffer.hpp"         // IWYU pragma: export
+#include "courier/wire/copy.hpp"           // IWYU pragma: export
+#include "courier/wire/decoder.hpp"        // IWYU pragma: export
+#include "courier/wire/encoder.hpp"        // IWYU pragma: export
+#include "courier/wire/engine.hpp"         // IWYU pragma: export
+#include "courier/wire/error.hpp"          // IWYU pragma: export
+#include "courier/wire/format.hpp"         // IWYU pragma: export
+#include "courier/wire/handshake.hpp"      // IWYU pragma: export
+#include "courier/wire/message.hpp"        // IWYU pragma: export
+#include "courier/wire/print.hpp"          // IWYU pragma: export
+#include "courier/wire/shared_buffer.hpp"  // IWYU pragma: export

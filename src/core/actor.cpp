@@ -79,14 +79,11 @@ void actor_base::handle_system(message_header* msg) {
       stop_requested_ = true;
       break;
     }
-    case child_exit_type:
-      handle_child_exit(static_cast<child_exit_slot*>(msg));
-      break;
+    case child_exit_type: handle_child_exit(static_cast<child_exit_slot*>(msg)); break;
     case start_type:  // unreachable: only actors with on_start() are sent one, and they handle it
       pool::destroy(static_cast<start_slot*>(msg));
       break;
-    default:
-      pool::destroy(msg);  // unreachable: no other system types are ever sent
+    default: pool::destroy(msg);  // unreachable: no other system types are ever sent
   }
 }
 
@@ -105,17 +102,12 @@ void actor_base::discard_system(message_header* msg) noexcept {
       detail::release(p);
       break;
     }
-    case exit_type:
-      pool::destroy(static_cast<exit_slot*>(msg));
-      break;
+    case exit_type: pool::destroy(static_cast<exit_slot*>(msg)); break;
     case child_exit_type:  // the parent's link to the child is released by its own terminate
       pool::destroy(static_cast<child_exit_slot*>(msg));
       break;
-    case start_type:
-      pool::destroy(static_cast<start_slot*>(msg));
-      break;
-    default:
-      break;
+    case start_type: pool::destroy(static_cast<start_slot*>(msg)); break;
+    default: break;
   }
 }
 

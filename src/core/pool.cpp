@@ -22,7 +22,7 @@ void* default_allocate(std::size_t size, std::size_t alignment) {
   if (p == nullptr) throw std::bad_alloc();
   return p;
 #else
-  return ::operator new(size, std::align_val_t{alignment});
+  return ::operator new (size, std::align_val_t{alignment});
 #endif
 }
 
@@ -31,7 +31,7 @@ void default_deallocate(void* ptr, std::size_t, std::size_t alignment) noexcept 
   (void)alignment;
   mi_free(ptr);
 #else
-  ::operator delete(ptr, std::align_val_t{alignment});
+  ::operator delete (ptr, std::align_val_t{alignment});
 #endif
 }
 
@@ -145,7 +145,8 @@ void* allocate_large(std::size_t size, std::size_t alignment) {
   auto* raw = static_cast<char*>(hooks.allocate(over_aligned_size(size, alignment), natural_alignment));
   large_allocations.fetch_add(1, std::memory_order_relaxed);
   const auto first = reinterpret_cast<std::uintptr_t>(raw + sizeof(void*));
-  char* aligned = raw + ((first + alignment - 1) & ~(std::uintptr_t{alignment} - 1)) - reinterpret_cast<std::uintptr_t>(raw);
+  char* aligned =
+      raw + ((first + alignment - 1) & ~(std::uintptr_t{alignment} - 1)) - reinterpret_cast<std::uintptr_t>(raw);
   std::memcpy(aligned - sizeof(void*), &raw, sizeof raw);
   return aligned;
 }

@@ -46,7 +46,8 @@ result<registry::entry> registry::find_entry(std::string_view name, const std::t
       stopped = it->second.actor;
       names_.erase(it);
     } else if (*it->second.type != type) {
-      return error(errc::interface_mismatch, text({"'", name, "' was registered as ", it->second.type->name(), ", looked up as ", type.name()}));
+      return error(errc::interface_mismatch,
+                   text({"'", name, "' was registered as ", it->second.type->name(), ", looked up as ", type.name()}));
     } else {
       it->second.actor->add_ref();
       return it->second;

@@ -10,8 +10,8 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <bit>
+#include <cerrno>
 #include <climits>
 #include <ctime>
 #include <thread>
@@ -52,7 +52,9 @@ bool futex_wait_for(const void* word, std::uint32_t expected, std::chrono::nanos
   return futex(word, FUTEX_WAIT_PRIVATE, expected, &ts) == 0;
 }
 
-void futex_wait(const void* word, std::uint32_t expected) noexcept { futex(word, FUTEX_WAIT_PRIVATE, expected, nullptr); }
+void futex_wait(const void* word, std::uint32_t expected) noexcept {
+  futex(word, FUTEX_WAIT_PRIVATE, expected, nullptr);
+}
 void futex_wake_all(const void* word) noexcept { futex(word, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr); }
 void futex_wake_one(const void* word) noexcept { futex(word, FUTEX_WAKE_PRIVATE, 1, nullptr); }
 
@@ -192,7 +194,7 @@ void drive_while_waiting(actor_base* actor, const std::atomic<std::uint32_t>& re
   const drive_ops* drive = actor->identity().ops->drive;
   const std::uint32_t budget = core->cfg.throughput;
   const int signal = drive->signal_fd(actor);  // this thread runs the actor: no one else calls it
-  bool had_socket = false;  // once its stream has ended, the signal alone is waited on
+  bool had_socket = false;                     // once its stream has ended, the signal alone is waited on
   // Held (or running): no other thread runs the actor, so its descriptor is ours to hand back.
   // Released whether or not this loop took it: the actor may hold itself from its first turn.
   auto let_go = [&] {

@@ -4,10 +4,10 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <atomic>
-#include <cstdio>
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 
@@ -170,7 +170,8 @@ system::~system() {
   if (!shut_down_) {
     shutdown_report report = shutdown();
     if (!report.clean) {
-      std::fprintf(stderr, "courier: %zu actor(s) did not stop before the shutdown deadline:", report.unfinished.size());
+      std::fprintf(stderr,
+                   "courier: %zu actor(s) did not stop before the shutdown deadline:", report.unfinished.size());
       for (const auto& name : report.unfinished) std::fprintf(stderr, " %s", name.c_str());
       std::fprintf(stderr, "\n");
     }
@@ -360,7 +361,8 @@ std::size_t system::fire_due_timers() {
 std::chrono::steady_clock::time_point system::next_deadline() const noexcept {
   const std::int64_t ns = core_->timers.host_driven() ? core_->timers.earliest_ns() : INT64_MAX;
   if (ns == INT64_MAX) return std::chrono::steady_clock::time_point::max();
-  return std::chrono::steady_clock::time_point(std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::nanoseconds(ns)));
+  return std::chrono::steady_clock::time_point(
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::nanoseconds(ns)));
 }
 
 std::size_t system::advance_time(timespan by) { return !finished() ? core_->timers.advance(by) : 0; }

@@ -4,7 +4,6 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
-#include <cstdint>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -73,7 +72,8 @@ class run_queue {
   }
 
   bool empty() const noexcept {
-    return static_cast<std::int32_t>(tail_.load(std::memory_order_acquire) - head_.load(std::memory_order_acquire)) <= 0;
+    return static_cast<std::int32_t>(tail_.load(std::memory_order_acquire) - head_.load(std::memory_order_acquire)) <=
+           0;
   }
 
  private:
@@ -154,7 +154,7 @@ struct alignas(64) worker {
   unsigned next_streak = 0;
   std::uint32_t tick = 0;
   std::uint32_t steal_seed = 0;
-  bool poll_after_turn = false;  // the turn wrote to a socket: look at the poller before the next
+  bool poll_after_turn = false;       // the turn wrote to a socket: look at the poller before the next
   std::int64_t answer_due_until = 0;  // steady ns: a socket written to may be answered before this
   std::int64_t io_spin_ns = 0;        // config::io_spin
   run_queue local;
@@ -282,7 +282,7 @@ class system_core {
   std::atomic<int> answer_spinners{0};
   std::atomic<bool> stopping{false};
   std::atomic<std::size_t> workers_ready{0};  // workers that have taken their first pool chunk
-  int event_fd = -1;  // embedded: closed by ~system (the host may watch it until then)
+  int event_fd = -1;                          // embedded: closed by ~system (the host may watch it until then)
   /// Embedded with an eventfd: what wake_fd() returns, an epoll descriptor holding event_fd
   /// (level-triggered) and, while an io_poller is attached, the poller's fd, so one descriptor,
   /// the same for the system's whole life, tells the host of work and of socket readiness.

@@ -90,13 +90,9 @@ void acceptor::accept_all() {
         // Linux reports EMFILE before it looks at the backlog: only the spare descriptor tells
         // whether a connection waits.
         switch (refuse_with_spare()) {
-          case spare_outcome::refused:
-            continue;
-          case spare_outcome::none_waiting:
-            return;
-          case spare_outcome::no_spare:
-            starved_.store(true, std::memory_order_release);
-            return;
+          case spare_outcome::refused: continue;
+          case spare_outcome::none_waiting: return;
+          case spare_outcome::no_spare: starved_.store(true, std::memory_order_release); return;
         }
       }
       ++failures;  // reset before accept, or an option the transport could not set

@@ -37,13 +37,12 @@ using clock_type = std::chrono::steady_clock;
 
 // Exit codes, documented in --help.
 constexpr int exit_ok = 0;
-constexpr int exit_error_reply = 1;   // the server answered with an ERROR
-constexpr int exit_usage = 2;         // bad options or arguments
-constexpr int exit_unreachable = 3;   // cannot connect
-constexpr int exit_refused = 4;       // the handshake failed or the server refused the connection
-constexpr int exit_timeout = 5;       // no answer within --timeout
-constexpr int exit_lost = 6;          // the connection broke, or the peer broke the protocol
-
+constexpr int exit_error_reply = 1;  // the server answered with an ERROR
+constexpr int exit_usage = 2;        // bad options or arguments
+constexpr int exit_unreachable = 3;  // cannot connect
+constexpr int exit_refused = 4;      // the handshake failed or the server refused the connection
+constexpr int exit_timeout = 5;      // no answer within --timeout
+constexpr int exit_lost = 6;         // the connection broke, or the peer broke the protocol
 
 const char* const exit_codes_help =
     "Exit status: 0 the call was answered (or --list printed); 1 the server answered with an ERROR\n"
@@ -80,9 +79,9 @@ struct signature_parser {
   }
   std::optional<w::item_type> scalar_named(std::string_view name) {
     static constexpr std::pair<std::string_view, w::item_type> all[] = {
-        {"bool", w::item_type::boolean}, {"int8", w::item_type::int8},       {"int16", w::item_type::int16},
-        {"int32", w::item_type::int32},  {"int64", w::item_type::int64},     {"uint8", w::item_type::uint8},
-        {"uint16", w::item_type::uint16}, {"uint32", w::item_type::uint32}, {"uint64", w::item_type::uint64},
+        {"bool", w::item_type::boolean},    {"int8", w::item_type::int8},      {"int16", w::item_type::int16},
+        {"int32", w::item_type::int32},     {"int64", w::item_type::int64},    {"uint8", w::item_type::uint8},
+        {"uint16", w::item_type::uint16},   {"uint32", w::item_type::uint32},  {"uint64", w::item_type::uint64},
         {"float32", w::item_type::float32}, {"float64", w::item_type::float64}};
     for (const auto& [n, t] : all)
       if (n == name) return t;
@@ -113,10 +112,14 @@ struct signature_parser {
       return t;
     }
     const std::string_view name = word();
-    if (name == "string") t.kind = type_node::shape::string;
-    else if (name == "binary") t.kind = type_node::shape::binary;
-    else if (auto s = scalar_named(name)) t.scalar = *s;
-    else return std::nullopt;
+    if (name == "string")
+      t.kind = type_node::shape::string;
+    else if (name == "binary")
+      t.kind = type_node::shape::binary;
+    else if (auto s = scalar_named(name))
+      t.scalar = *s;
+    else
+      return std::nullopt;
     return t;
   }
   // "(" [field {", " field}] ")" into a record node.
@@ -314,9 +317,7 @@ std::optional<std::string> add_typed(w::frame_writer& out, const type_node& t, s
     case type_node::shape::scalar:
       if (!add_scalar(out, t.scalar, text)) return expected();
       return std::nullopt;
-    case type_node::shape::string:
-      out.add(text);
-      return std::nullopt;
+    case type_node::shape::string: out.add(text); return std::nullopt;
     case type_node::shape::binary: {
       auto bytes = hex_bytes(text);
       if (!bytes) return expected() + " (hex digits, two per byte)";
@@ -330,7 +331,8 @@ std::optional<std::string> add_typed(w::frame_writer& out, const type_node& t, s
       if (t.kind == type_node::shape::list && t.count != 0 && parts->size() != t.count)
         return expected() + " (" + std::to_string(parts->size()) + " elements, not " + std::to_string(t.count) + ")";
       if (t.kind == type_node::shape::record && parts->size() != t.children.size())
-        return expected() + " (" + std::to_string(parts->size()) + " fields, not " + std::to_string(t.children.size()) + ")";
+        return expected() + " (" + std::to_string(parts->size()) + " fields, not " + std::to_string(t.children.size()) +
+               ")";
       out.begin_list();
       for (std::size_t i = 0; i < parts->size(); ++i)
         if (auto e = add_typed(out, t.kind == type_node::shape::list ? t.children[0] : t.children[i], (*parts)[i]))
@@ -346,8 +348,9 @@ std::optional<std::string> add_typed(w::frame_writer& out, const type_node& t, s
 std::optional<std::string> add_prefixed(w::frame_writer& out, std::string_view text) {
   const std::size_t colon = text.find(':');
   if (colon == std::string_view::npos)
-    return "'" + std::string(text) + "' has no type prefix (the service declares no signature): write i32:" +
-           std::string(text) + ", str:" + std::string(text) + ", ...";
+    return "'" + std::string(text) +
+           "' has no type prefix (the service declares no signature): write i32:" + std::string(text) +
+           ", str:" + std::string(text) + ", ...";
   const std::string_view prefix = text.substr(0, colon), value = text.substr(colon + 1);
   static constexpr std::pair<std::string_view, w::item_type> scalars[] = {
       {"bool", w::item_type::boolean}, {"i8", w::item_type::int8},    {"i16", w::item_type::int16},
@@ -356,7 +359,8 @@ std::optional<std::string> add_prefixed(w::frame_writer& out, std::string_view t
       {"f32", w::item_type::float32},  {"f64", w::item_type::float64}};
   for (const auto& [p, t] : scalars) {
     if (p != prefix) continue;
-    if (!add_scalar(out, t, value)) return "'" + std::string(value) + "' is not of type " + std::string(w::to_string(t));
+    if (!add_scalar(out, t, value))
+      return "'" + std::string(value) + "' is not of type " + std::string(w::to_string(t));
     return std::nullopt;
   }
   if (prefix == "str") {
@@ -449,11 +453,11 @@ std::string item_text(const json& item) {
 
 struct answer {
   w::kind kind = w::kind::reply;
-  json items = json::array();      // a reply's items
-  std::uint32_t code = 0;          // an error's code
-  std::string text;                // an error's text
-  std::string body_error;          // the reply's items could not be read
-  std::vector<std::byte> body;     // a reply's body, as it came
+  json items = json::array();   // a reply's items
+  std::uint32_t code = 0;       // an error's code
+  std::string text;             // an error's text
+  std::string body_error;       // the reply's items could not be read
+  std::vector<std::byte> body;  // a reply's body, as it came
 };
 
 class call_client {
@@ -480,9 +484,9 @@ class call_client {
                               answer& into) {
     const std::uint64_t txn = one_way ? 0 : next_txn_++;
     {
-      w::frame_writer f(out_, w::frame_header{w::protocol_version, one_way ? w::kind::send : w::kind::call, 0, 0, tok, txn,
-                                              context},
-                        engine_.agreed().peer_limits());
+      w::frame_writer f(
+          out_, w::frame_header{w::protocol_version, one_way ? w::kind::send : w::kind::call, 0, 0, tok, txn, context},
+          engine_.agreed().peer_limits());
       const auto items = args.view().subspan(w::header_size);  // args holds one frame: its items follow
       if (!items.empty()) std::memcpy(out_.extend(items.size()), items.data(), items.size());
       if (!f.finish()) return failure{exit_usage, "the call does not fit in a frame the server accepts"};
@@ -538,7 +542,8 @@ class call_client {
       engine_.reply_sent(out_, f.context_id());
       return;
     }
-    if ((f.kind() != w::kind::reply && f.kind() != w::kind::error) || f.transaction_id() != waiting_ || answered_) return;
+    if ((f.kind() != w::kind::reply && f.kind() != w::kind::error) || f.transaction_id() != waiting_ || answered_)
+      return;
     answered_ = true;
     answer_->kind = f.kind();
     if (f.kind() == w::kind::error) {
@@ -550,8 +555,10 @@ class call_client {
       return;
     }
     answer_->body.assign(f.body().begin(), f.body().end());
-    if (auto items = items_json(f)) answer_->items = std::move(*items);
-    else answer_->body_error = "the reply's items cannot be read";
+    if (auto items = items_json(f))
+      answer_->items = std::move(*items);
+    else
+      answer_->body_error = "the reply's items cannot be read";
   }
   void on_bad_reply(std::uint64_t txn, const w::error& e) {
     if (txn != waiting_ || answered_) return;
@@ -578,7 +585,8 @@ class call_client {
     if (engine_.state() == w::engine_state::closed || engine_.state() == w::engine_state::failed) return ended();
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - clock_type::now());
     if (left.count() <= 0)
-      return failure{exit_timeout, std::string("no ") + waiting_for + " within " + std::to_string(timeout_.count()) + " ms"};
+      return failure{exit_timeout,
+                     std::string("no ") + waiting_for + " within " + std::to_string(timeout_.count()) + " ms"};
     pollfd p{sock_.fd(), POLLIN, 0};
     const int n = ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 100)));
     if (n <= 0) return std::nullopt;
@@ -652,8 +660,8 @@ struct service {
 std::optional<std::vector<service>> services_of(const answer& a) {
   std::vector<service> out;
   for (const json& entry : a.items) {
-    if (!entry.is_array() || entry.size() < 5 || !entry[0].is_string() || !entry[1].is_number() || !entry[2].is_string() ||
-        !entry[3].is_string() || !entry[4].is_string())
+    if (!entry.is_array() || entry.size() < 5 || !entry[0].is_string() || !entry[1].is_number() ||
+        !entry[2].is_string() || !entry[3].is_string() || !entry[4].is_string())
       return std::nullopt;
     out.push_back({entry[0].get<std::string>(), entry[1].get<int>(), entry[2].get<std::string>(),
                    entry[3].get<std::string>(), entry[4].get<std::string>()});
@@ -671,9 +679,9 @@ std::string error_name(std::uint32_t code) {
 // from the first word that is not an option (or an option's value) up to `@`, and are passed on as
 // written (CLI11 would read "-5" as an option and split "[1,2]" into two values).
 std::vector<std::string> take_call_words(int argc, char** argv, std::vector<const char*>& rest) {
-  static constexpr std::string_view with_value[] = {"--file", "--host",      "--port",  "--timeout", "--name",
-                                                    "--buffersize", "--max-frame", "--debug", "--context",
-                                                    "--keepalive"};
+  static constexpr std::string_view with_value[] = {"--file",    "--host",       "--port",      "--timeout",
+                                                    "--name",    "--buffersize", "--max-frame", "--debug",
+                                                    "--context", "--keepalive"};
   std::vector<std::string> words;
   rest.push_back(argv[0]);
   int i = 1;
@@ -766,8 +774,11 @@ int run(int argc, char** argv) {
     if (as_json) {
       json out = json::array();
       for (const service& s : *services)
-        out.push_back({{"token", s.token}, {"kind", s.kind == 1 ? "call" : "one-way"}, {"arguments", s.arguments},
-                       {"result", s.result}, {"description", s.description}});
+        out.push_back({{"token", s.token},
+                       {"kind", s.kind == 1 ? "call" : "one-way"},
+                       {"arguments", s.arguments},
+                       {"result", s.result},
+                       {"description", s.description}});
       std::printf("%s\n", out.dump(2).c_str());
     } else {
       for (const service& s : *services) {
@@ -804,7 +815,8 @@ int run(int argc, char** argv) {
       if (services && !known)
         return fail({exit_usage, "the server has no service " + tok + " (courier-call --list shows them)"});
       for (std::size_t i = 0; i < args.size(); ++i)
-        if (auto e = add_prefixed(items, args[i])) return fail({exit_usage, "argument " + std::to_string(i + 1) + ": " + *e});
+        if (auto e = add_prefixed(items, args[i]))
+          return fail({exit_usage, "argument " + std::to_string(i + 1) + ": " + *e});
     }
     if (!items.finish()) return fail({exit_usage, "the arguments do not fit in a frame"});
   }
@@ -816,9 +828,10 @@ int run(int argc, char** argv) {
   client.close();
   if (reply.kind == w::kind::error) {
     if (as_json)
-      std::printf("%s\n", json{{"error", {{"code", reply.code}, {"name", error_name(reply.code)}, {"text", reply.text}}}}
-                              .dump()
-                              .c_str());
+      std::printf("%s\n",
+                  json{{"error", {{"code", reply.code}, {"name", error_name(reply.code)}, {"text", reply.text}}}}
+                      .dump()
+                      .c_str());
     std::fprintf(stderr, "courier-call: %s answered ERROR %u (%s): %s\n", tok.c_str(), reply.code,
                  error_name(reply.code).c_str(), reply.text.c_str());
     return exit_error_reply;

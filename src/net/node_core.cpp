@@ -71,7 +71,8 @@ void node_core::leave(courier::detail::actor_base* connection) noexcept {
   std::vector<std::shared_ptr<acceptor>> starved;  // allocates only when one is
   {
     std::lock_guard lock(mutex_);
-    auto it = std::find_if(connections_.begin(), connections_.end(), [connection](const listed& l) { return l.actor == connection; });
+    auto it = std::find_if(connections_.begin(), connections_.end(),
+                           [connection](const listed& l) { return l.actor == connection; });
     if (it != connections_.end()) {
       connections_.erase(it);
       found = true;

@@ -27,8 +27,9 @@ struct parsed {
 };
 
 void declare(CLI::App& app, parsed& into, program_kind kind) {
-  auto* pipe = app.add_flag("--pipe", into.pipe, "Talk over a socket pair to a child process (the default; the "
-                                                 "client names the server program after @)");
+  auto* pipe = app.add_flag("--pipe", into.pipe,
+                            "Talk over a socket pair to a child process (the default; the "
+                            "client names the server program after @)");
   auto* uds = app.add_flag("--uds", into.uds, "Talk over a Unix-domain socket (needs --file)");
   auto* tcp = app.add_flag("--tcp", into.tcp, "Talk over TCP (needs --port)");
   pipe->excludes(uds, tcp);
@@ -86,13 +87,14 @@ void declare(CLI::App& app, parsed& into, program_kind kind) {
 std::unique_ptr<CLI::App> make_app(std::string_view program_name, parsed& into, const extra_options& extra,
                                    program_kind kind) {
   const std::string name(program_name);
-  auto app = kind == program_kind::client
-                 ? std::make_unique<CLI::App>("Transport options: --pipe (the default: @ server args...), --uds "
-                                              "--file PATH, --tcp [--host H] --port P",
-                                              name)
-                 : std::make_unique<CLI::App>("Transport options: --uds --file PATH, --tcp [--host H] --port P; "
-                                              "started by a pipe client, it serves its stdin (--pipe)",
-                                              name);
+  auto app = kind == program_kind::client ? std::make_unique<CLI::App>(
+                                                "Transport options: --pipe (the default: @ server args...), --uds "
+                                                "--file PATH, --tcp [--host H] --port P",
+                                                name)
+                                          : std::make_unique<CLI::App>(
+                                                "Transport options: --uds --file PATH, --tcp [--host H] --port P; "
+                                                "started by a pipe client, it serves its stdin (--pipe)",
+                                                name);
   declare(*app, into, kind);
   if (extra) extra(*app);
   const std::string own = app->get_footer();  // the program's, said after the usage
@@ -134,9 +136,12 @@ courier::result<options> parse_options(int argc, const char* const* argv, std::s
   std::vector<std::string> command;
   bool after_at = false;
   for (int i = 1; i < argc; ++i) {
-    if (after_at) command.emplace_back(argv[i]);
-    else if (std::string_view(argv[i]) == "@") after_at = true;
-    else words.emplace_back(argv[i]);
+    if (after_at)
+      command.emplace_back(argv[i]);
+    else if (std::string_view(argv[i]) == "@")
+      after_at = true;
+    else
+      words.emplace_back(argv[i]);
   }
 
   parsed values;
@@ -183,8 +188,7 @@ courier::result<options> parse_options(int argc, const char* const* argv, std::s
     return invalid("'@ server...' is for clients: a server is started by its pipe client, or serves --uds or --tcp");
   if (after_at) {
     if (where.kind != transport_kind::pipe)
-      return invalid(std::string("'@ server...' starts a pipe server; it does not go with --") +
-                     to_string(where.kind));
+      return invalid(std::string("'@ server...' starts a pipe server; it does not go with --") + to_string(where.kind));
     if (command.empty()) return invalid("'@' must be followed by the server program");
     where.command = std::move(command);
   }

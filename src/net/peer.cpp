@@ -20,7 +20,8 @@ peer_info peer_of(const socket& accepted, transport_kind transport) {
     socklen_t len = sizeof cred;
     if (::getsockopt(accepted.fd(), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
       peer.credentials = peer_credentials{cred.pid, cred.uid, cred.gid};
-      peer.address = "pid " + std::to_string(cred.pid) + " uid " + std::to_string(cred.uid) + " gid " + std::to_string(cred.gid);
+      peer.address =
+          "pid " + std::to_string(cred.pid) + " uid " + std::to_string(cred.uid) + " gid " + std::to_string(cred.gid);
     }
     return peer;
   }
@@ -58,8 +59,7 @@ std::string describe_peer(const socket& connected) {
   sockaddr_storage own{};
   socklen_t own_len = sizeof own;
   if (::getsockname(connected.fd(), reinterpret_cast<sockaddr*>(&own), &own_len) != 0) return "an unknown peer";
-  const transport_kind kind =
-      own.ss_family == AF_UNIX ? transport_kind::uds : transport_kind::tcp;
+  const transport_kind kind = own.ss_family == AF_UNIX ? transport_kind::uds : transport_kind::tcp;
   peer_info peer = peer_of(connected, kind);
   if (peer.address.empty()) return "an unknown peer";
   return std::string(to_string(kind)).append(" ").append(peer.address);

@@ -172,7 +172,8 @@ courier::result<child_process> spawn_with_stdio(const std::vector<std::string>& 
   }
 
   pid_t pid = -1;
-  const int error = ::posix_spawnp(&pid, argv[0], &actions, &attributes, argv.data(), envp.empty() ? environ : envp.data());
+  const int error =
+      ::posix_spawnp(&pid, argv[0], &actions, &attributes, argv.data(), envp.empty() ? environ : envp.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attributes);
   if (error != 0) return failed(error, "start");
@@ -229,7 +230,8 @@ int receive_descriptor(int over, std::uint64_t* tag) noexcept {
     return -1;
   }
   for (cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr; header = CMSG_NXTHDR(&message, header)) {
-    if (header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_RIGHTS && header->cmsg_len == CMSG_LEN(sizeof(int))) {
+    if (header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_RIGHTS &&
+        header->cmsg_len == CMSG_LEN(sizeof(int))) {
       int fd = -1;
       std::memcpy(&fd, CMSG_DATA(header), sizeof fd);
       if (got != static_cast<ssize_t>(sizeof m.tag)) {  // not what send_descriptor sends

@@ -1,6 +1,5 @@
 #include "courier/net/server.hpp"
 
-#include <CLI/CLI.hpp>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
@@ -9,17 +8,18 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <condition_variable>
 #include <list>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <system_error>
 #include <thread>
@@ -160,8 +160,8 @@ class process_runner final : public start_mode_runner {
         s.state = process_state::serving;
         s.handed = std::move(connection);
         s.handed_session = session;
-        log_line(log_, log_level::debug, "session " + std::to_string(number) + " handed to process " +
-                                             std::to_string(s.process.pid()));
+        log_line(log_, log_level::debug,
+                 "session " + std::to_string(number) + " handed to process " + std::to_string(s.process.pid()));
         return started::yes;
       }
       // It ended meanwhile (reaped on its SIGCHLD), or cannot take descriptors: it ends.
@@ -171,9 +171,10 @@ class process_runner final : public start_mode_runner {
     if (mode_ == start_mode::fork) {
       int control[2] = {-1, -1};
       if (kept_ != 0 && ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, control) < 0)
-        log_line(log_, log_level::warning, std::string("socketpair: ") + std::strerror(errno) + "; the session's process ends with it");
+        log_line(log_, log_level::warning,
+                 std::string("socketpair: ") + std::strerror(errno) + "; the session's process ends with it");
       const pid_t pid = ::fork();
-      if (pid == 0) {  // the session: this process has no thread but this one
+      if (pid == 0) {                      // the session: this process has no thread but this one
         for (auto& sibling : sessions_) {  // the acceptor's, not this session's
           sibling.process.disown();
           if (sibling.control >= 0) ::close(std::exchange(sibling.control, -1));
@@ -197,12 +198,14 @@ class process_runner final : public start_mode_runner {
       if (pid < 0) {
         const int failed = errno;
         if (control[0] >= 0) ::close(control[0]);
-        why_not_ = start_failure(std::error_code(failed, std::generic_category()), std::string("fork: ") + std::strerror(failed));
+        why_not_ = start_failure(std::error_code(failed, std::generic_category()),
+                                 std::string("fork: ") + std::strerror(failed));
         return started::no;
       }
       sessions_.push_back({child_process(pid), control[0], process_state::serving, socket{}, {}});
     } else {
-      const auto accepted_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(session.accepted.time_since_epoch());
+      const auto accepted_ns =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(session.accepted.time_since_epoch());
       auto child = spawn_with_stdio(command_, connection.fd(),
                                     {std::string(session_on_stdin) + "=" + std::to_string(number),
                                      std::string(session_accepted_at) + "=" + std::to_string(accepted_ns.count())});
@@ -212,7 +215,8 @@ class process_runner final : public start_mode_runner {
       }
       sessions_.push_back({std::move(*child), -1, process_state::serving, socket{}, {}});
     }
-    log_line(log_, log_level::debug, std::string("session process ") + std::to_string(sessions_.back().process.pid()) + " started");
+    log_line(log_, log_level::debug,
+             std::string("session process ") + std::to_string(sessions_.back().process.pid()) + " started");
     return started::yes;
   }
 
@@ -222,8 +226,9 @@ class process_runner final : public start_mode_runner {
       close_control(s);
       return true;
     });
-    return static_cast<std::size_t>(
-        std::count_if(sessions_.begin(), sessions_.end(), [](const session_process& s) { return s.state == process_state::serving; }));
+    return static_cast<std::size_t>(std::count_if(sessions_.begin(), sessions_.end(), [](const session_process& s) {
+      return s.state == process_state::serving;
+    }));
   }
 
   bool stop(std::chrono::milliseconds grace) override {
@@ -266,14 +271,17 @@ class process_runner final : public start_mode_runner {
   void watched(const pollfd* first, std::size_t count) override {
     for (std::size_t i = 0; i < count; ++i) {
       if (first[i].revents == 0) continue;
-      const auto s = std::find_if(sessions_.begin(), sessions_.end(), [&](const session_process& p) { return p.control == first[i].fd; });
+      const auto s = std::find_if(sessions_.begin(), sessions_.end(),
+                                  [&](const session_process& p) { return p.control == first[i].fd; });
       if (s == sessions_.end()) continue;
       char word = 0;
       ssize_t got;
       while ((got = ::recv(s->control, &word, 1, MSG_DONTWAIT)) == 1 && word == connection_taken) s->handed.close();
       if (got == 1 && word == session_ended) {
-        const std::size_t waiting = static_cast<std::size_t>(std::count_if(
-            sessions_.begin(), sessions_.end(), [](const session_process& p) { return p.state == process_state::waiting; }));
+        const std::size_t waiting =
+            static_cast<std::size_t>(std::count_if(sessions_.begin(), sessions_.end(), [](const session_process& p) {
+              return p.state == process_state::waiting;
+            }));
         if (waiting < kept_) {
           s->state = process_state::waiting;
           continue;
@@ -541,8 +549,9 @@ class thread_runner final : public start_mode_runner {
       ++waiting_;
       // Said once the acceptor counts this thread as waiting: the next connection is then its.
       if (logs(log_, log_level::debug))
-        log_->write(log_level::debug, "session thread " + std::to_string(::gettid()) + " waits for the next connection (" +
-                                          std::to_string(waiting_) + " of " + std::to_string(kept_threads_) + " kept)");
+        log_->write(log_level::debug, "session thread " + std::to_string(::gettid()) +
+                                          " waits for the next connection (" + std::to_string(waiting_) + " of " +
+                                          std::to_string(kept_threads_) + " kept)");
       next_.wait(lock, [&] { return !handed_.empty() || stopping_.load(std::memory_order_relaxed); });
       --waiting_;
       if (handed_.empty()) return;  // stopping, with nothing handed over
@@ -567,10 +576,10 @@ class thread_runner final : public start_mode_runner {
   std::atomic<bool> stopping_{false};
   std::atomic<std::size_t> serving_{0};  // sessions started and not yet ended
   std::mutex handover_;
-  std::condition_variable next_;     // a connection handed over, or the server stopping
+  std::condition_variable next_;                        // a connection handed over, or the server stopping
   std::vector<std::pair<int, session_ticket>> handed_;  // connections (and their sessions) for waiting threads
-  std::size_t waiting_ = 0;          // threads waiting for a connection
-  std::list<session_thread> threads_;  // a list: each thread holds a reference to its entry
+  std::size_t waiting_ = 0;                             // threads waiting for a connection
+  std::list<session_thread> threads_;                   // a list: each thread holds a reference to its entry
 };
 
 /// How many threads (--thread) or forked processes (--fork) whose session ended wait for the next.
@@ -593,8 +602,10 @@ std::optional<int> accept_sessions(int argc, const char* const* argv, const serv
                                    forked_session& forked) {
   const char* name = program.name.c_str();
   if (const std::size_t alive = courier::system::alive(); alive != 0 && mode == start_mode::fork) {
-    std::fprintf(stderr, "%s: --fork needs a process with no running courier::system (%zu alive): a fork would "
-                 "leave the child its workers' locks and reactor without the threads\n", name, alive);
+    std::fprintf(stderr,
+                 "%s: --fork needs a process with no running courier::system (%zu alive): a fork would "
+                 "leave the child its workers' locks and reactor without the threads\n",
+                 name, alive);
     return 1;
   }
   sigset_t watched;
@@ -704,8 +715,9 @@ std::optional<int> accept_sessions(int argc, const char* const* argv, const serv
     if (stopping) break;
     runner->running();  // reap what ended (SIGCHLD, or a thread's session)
     for (auto& [orphan, session] : runner->take_orphans()) {
-      log_line(log, log_level::warning, "session " + std::to_string(session.number) +
-                                            ": its process ended before it took the connection; started again");
+      log_line(log, log_level::warning,
+               "session " + std::to_string(session.number) +
+                   ": its process ended before it took the connection; started again");
       if (!start_session(orphan, session)) return std::nullopt;
     }
   }
@@ -757,12 +769,13 @@ int run_server(int argc, const char* const* argv, const server_program& program,
                                   "A thread per session with a system of its own, for handlers that block; sessions "
                                   "share only what the process holds outside the systems (uds and tcp)" +
                                       unless_supported(start_mode::thread));
-      auto* forked = app.add_flag("--fork", fork_mode,
-                                  "A process per session, forked; sessions share nothing (uds and tcp)" +
-                                      unless_supported(start_mode::fork));
+      auto* forked = app.add_flag(
+          "--fork", fork_mode,
+          "A process per session, forked; sessions share nothing (uds and tcp)" + unless_supported(start_mode::fork));
       auto* spawned = app.add_flag("--spawn", spawn_mode,
                                    "A process per session, this program started again; sessions share nothing (uds "
-                                   "and tcp)" + unless_supported(start_mode::spawn));
+                                   "and tcp)" +
+                                       unless_supported(start_mode::spawn));
       const std::vector<CLI::Option*> modes{pool, thread, forked, spawned};
       for (auto* a : modes)
         for (auto* b : modes)
@@ -788,14 +801,15 @@ int run_server(int argc, const char* const* argv, const server_program& program,
     std::printf("%s", options_help(program.name, extra, kind).c_str());
     return 0;
   }
-  start_mode mode = thread_mode ? start_mode::thread
-                      : fork_mode ? start_mode::fork
-                      : spawn_mode ? start_mode::spawn
-                                   : start_mode::pool;
+  start_mode mode = thread_mode  ? start_mode::thread
+                    : fork_mode  ? start_mode::fork
+                    : spawn_mode ? start_mode::spawn
+                                 : start_mode::pool;
   if (!program.supported_modes.contains(mode)) {
     std::string supported;
     for (const start_mode m : {start_mode::pool, start_mode::thread, start_mode::fork, start_mode::spawn})
-      if (program.supported_modes.contains(m)) supported += std::string(supported.empty() ? "" : ", ") + "--" + to_string(m);
+      if (program.supported_modes.contains(m))
+        supported += std::string(supported.empty() ? "" : ", ") + "--" + to_string(m);
     std::fprintf(stderr,
                  "%s: --%s is not supported (this program runs with %s): each session would get a %s of its own, "
                  "and this program's sessions share what its serve callback makes\n",
@@ -836,8 +850,8 @@ int run_server(int argc, const char* const* argv, const server_program& program,
     sigaddset(&stop_signals, SIGINT);
     sigaddset(&stop_signals, SIGTERM);
     const int stop_fd = ::signalfd(-1, &stop_signals, SFD_CLOEXEC | SFD_NONBLOCK);
-    const session_setup setup{program, *opts, serve, session_log ? session_log : log_for(*opts, program.name), mode,
-                              process_budget(*opts)};
+    const session_setup setup{
+        program, *opts, serve, session_log ? session_log : log_for(*opts, program.name), mode, process_budget(*opts)};
     bool served = serve_or_refuse(setup, 0, endpoint{}, session.session, nullptr, stop_fd);
     // A forked process asks for the next session once its own ended; the acceptor hands it a
     // connection, or closes the socket when enough processes wait already.

@@ -41,7 +41,8 @@ wire::engine_config engine_config_of(const connection_config& cfg) {
 
 }  // namespace
 
-wire_stream::wire_stream(socket sock, wire::role role, const connection_config& cfg, std::shared_ptr<receive_memory> memory)
+wire_stream::wire_stream(socket sock, wire::role role, const connection_config& cfg,
+                         std::shared_ptr<receive_memory> memory)
     : sock_(std::move(sock)),
       cfg_(cfg),
       engine_(role, engine_config_of(cfg_)),
@@ -78,7 +79,8 @@ void wire_stream::tick(bool reading) {
   if (now >= output_deadline()) flush();
   if (now >= output_deadline()) {
     finish(courier::error(errc::connection_lost, "the peer read nothing for " + std::to_string(dead_after().count()) +
-                                                     " ms while " + std::to_string(unwritten()) + " bytes waited for it"));
+                                                     " ms while " + std::to_string(unwritten()) +
+                                                     " bytes waited for it"));
     return;
   }
   if (!reading) return;
@@ -138,9 +140,13 @@ void wire_stream::after_engine_step() {
       std::string line(side_name());
       line.append(" connection with ").append(peer_address()).append(" open");
       if (logs(cfg_.log, log_level::debug))
-        line.append(" (fd ").append(std::to_string(sock_.fd())).append(", version ")
-            .append(std::to_string(engine_.agreed().version)).append(", frames up to ")
-            .append(std::to_string(send_limits_.max_frame_size)).append(" bytes)");
+        line.append(" (fd ")
+            .append(std::to_string(sock_.fd()))
+            .append(", version ")
+            .append(std::to_string(engine_.agreed().version))
+            .append(", frames up to ")
+            .append(std::to_string(send_limits_.max_frame_size))
+            .append(" bytes)");
       cfg_.log->write(log_level::info, line);
     }
   }
@@ -158,7 +164,8 @@ void wire_stream::after_engine_step() {
     if (f.timed_out)  // ours: the peer sent nothing wrong, it sent nothing (in time)
       finish(courier::error(opened_ ? errc::connection_lost : errc::request_timeout, f.text));
     else if (f.code != 0 && f.code < 256)
-      finish(courier::error(errc::protocol_error, (f.by_peer ? "the peer reported: " : "the peer sent bad input: ") + f.text));
+      finish(courier::error(errc::protocol_error,
+                            (f.by_peer ? "the peer reported: " : "the peer sent bad input: ") + f.text));
     else
       finish(courier::error(errc::connection_lost, f.by_peer ? "the peer ended the connection: " + f.text : f.text));
     flush();
@@ -229,9 +236,9 @@ wire::shared_block* wire_stream::free_block(std::size_t need) {
 // A new receive block, counted against the endpoint's receive memory but for `uncounted` bytes of
 // it: those of a counted block it takes the place of (dropped uncounted once its bytes are
 // copied), so that a frame that grows its block is counted at its block's size, not at the old and
-// the new block together; or all of it, for the resident block. Past that budget, or when the allocation fails, the connection
-// ends (a fatal ERROR 260 tells the peer why): a peer must not be able to take the process down by
-// the sizes it announces.
+// the new block together; or all of it, for the resident block. Past that budget, or when the allocation fails, the
+// connection ends (a fatal ERROR 260 tells the peer why): a peer must not be able to take the process down by the sizes
+// it announces.
 wire::shared_block* wire_stream::new_block(std::size_t capacity, std::size_t uncounted) {
   const std::size_t reserve = capacity > uncounted ? capacity - uncounted : 0;
   if (memory_ && reserve != 0) {
@@ -242,11 +249,12 @@ wire::shared_block* wire_stream::new_block(std::size_t capacity, std::size_t unc
       const std::string limit = std::to_string(memory_->limit);
       const std::string why =
           frame > memory_->limit
-              ? "a frame of " + std::to_string(frame) + " bytes does not fit the receiver's memory for frames in transit (" +
-                    limit + " bytes in all)"
-              : "the receiver's memory for frames in transit (" + limit + " bytes) is spent: " +
-                    std::to_string(before > counted_ ? before - counted_ : 0) + " bytes are held by other connections, a block of " +
-                    std::to_string(capacity) + " bytes was refused";
+              ? "a frame of " + std::to_string(frame) +
+                    " bytes does not fit the receiver's memory for frames in transit (" + limit + " bytes in all)"
+              : "the receiver's memory for frames in transit (" + limit +
+                    " bytes) is spent: " + std::to_string(before > counted_ ? before - counted_ : 0) +
+                    " bytes are held by other connections, a block of " + std::to_string(capacity) +
+                    " bytes was refused";
       (void)wire::encode_error(out_, 0, 0, static_cast<std::uint32_t>(errc::system_shutdown), why, {});
       flush();
       finish(courier::error(errc::connection_lost, why));
@@ -256,7 +264,8 @@ wire::shared_block* wire_stream::new_block(std::size_t capacity, std::size_t unc
   wire::shared_block* b = wire::shared_block::try_make(capacity);
   if (b == nullptr) {
     if (memory_) memory_->used.fetch_sub(reserve, std::memory_order_relaxed);
-    finish(courier::error(errc::connection_lost, "no memory for a receive block of " + std::to_string(capacity) + " bytes"));
+    finish(courier::error(errc::connection_lost,
+                          "no memory for a receive block of " + std::to_string(capacity) + " bytes"));
     return nullptr;
   }
   if (memory_) counted_ += reserve;

@@ -93,8 +93,7 @@ result<void> validate_body(std::span<const std::byte> body, const limits& lim) n
         if (depth == 0) return error{errc::unbalanced_list_end, tag, tag, at(item)};
         --depth;
         continue;  // an end marker is not an item
-      default:
-        return error{errc::unknown_type_tag, item_type::none, tag, at(item)};
+      default: return error{errc::unknown_type_tag, item_type::none, tag, at(item)};
     }
     if (++items > lim.max_items) return error{errc::too_many_items, tag, tag, at(item)};
   }
@@ -136,8 +135,8 @@ result<std::span<const std::byte>> reader::read_sized(item_type tag) noexcept {
 result<void> reader::skip() noexcept {
   std::uint32_t open = 0;
   do {
-    if (pos_ == end_) return error{open ? errc::unterminated_list : errc::no_more_items, item_type::none,
-                                   item_type::none, offset()};
+    if (pos_ == end_)
+      return error{open ? errc::unterminated_list : errc::no_more_items, item_type::none, item_type::none, offset()};
     const auto tag = static_cast<item_type>(*pos_);
     const auto left = static_cast<std::size_t>(end_ - pos_) - 1;
     switch (tag) {

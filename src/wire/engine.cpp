@@ -116,8 +116,8 @@ engine::step_result engine::on_valid(const frame_view& f, out_buffer& out) {
       auto code = r.read<std::uint32_t>();
       auto text = r.read<std::string_view>();
       state_ = engine_state::failed;
-      failure_ = {code ? *code : static_cast<std::uint32_t>(errc::bad_handshake), text ? std::string(*text) : std::string(),
-                  true};
+      failure_ = {code ? *code : static_cast<std::uint32_t>(errc::bad_handshake),
+                  text ? std::string(*text) : std::string(), true};
       return {};
     }
     if (f.kind() != kind::handshake) {
@@ -141,11 +141,8 @@ engine::step_result engine::on_valid(const frame_view& f, out_buffer& out) {
       ++counters_.frames_out;
       return again;
     }
-    case kind::pong:
-      return again;  // liveness is any byte received; the id needs no matching
-    case kind::close:
-      on_peer_close(out);
-      return again;
+    case kind::pong: return again;  // liveness is any byte received; the id needs no matching
+    case kind::close: on_peer_close(out); return again;
     case kind::error:
       if (f.transaction_id() != 0) break;
       {
@@ -199,16 +196,14 @@ engine::step_result engine::on_valid(const frame_view& f, out_buffer& out) {
       }
       break;
     }
-    case kind::context_open:
-      return on_context_open(f, out);
-    case kind::context_close:
-      return on_context_close(f, out);
-    default:
-      break;  // reply, error with a transaction id (answers to our calls, whatever their context): the owner's
+    case kind::context_open: return on_context_open(f, out);
+    case kind::context_close: return on_context_close(f, out);
+    default: break;  // reply, error with a transaction id (answers to our calls, whatever their context): the owner's
   }
   const bool answer = f.kind() == kind::reply || f.kind() == kind::error;
-  const std::uint64_t ended =
-      answer && f.context_id() != 0 ? on_answer_in_child(f.context_id(), f.transaction_id(), f.kind() == kind::error) : 0;
+  const std::uint64_t ended = answer && f.context_id() != 0
+                                  ? on_answer_in_child(f.context_id(), f.transaction_id(), f.kind() == kind::error)
+                                  : 0;
   return {step_result::deliver, answer, f, {}, ended};
 }
 
@@ -241,10 +236,12 @@ engine::step_result engine::on_context_open(const frame_view& f, out_buffer& out
   }
   if (r.has_more()) return refuse(static_cast<std::uint32_t>(errc::trailing_items), "items after the name");
   if (name.size() > max_context_name) return refuse(invalid_argument, "a name longer than 255 bytes");
-  if (h.context_id == 0) return refuse(static_cast<std::uint32_t>(errc::bad_context_id), "context 0 is the parent context");
+  if (h.context_id == 0)
+    return refuse(static_cast<std::uint32_t>(errc::bad_context_id), "context 0 is the parent context");
   if (!peer_parity(h.context_id))
-    return refuse(static_cast<std::uint32_t>(errc::bad_context_id),
-                  std::string("the ") + (role_ == role::acceptor ? "initiator opens odd" : "acceptor opens even") + " ids");
+    return refuse(
+        static_cast<std::uint32_t>(errc::bad_context_id),
+        std::string("the ") + (role_ == role::acceptor ? "initiator opens odd" : "acceptor opens even") + " ids");
   if (children_.contains(h.context_id)) return refuse(static_cast<std::uint32_t>(errc::bad_context_id), "already open");
   if (we_closed_ || peer_closed_) return refuse(system_shutdown, "the connection is closing");
   if (children_by_peer_ >= cfg_.max_child_contexts)
@@ -258,7 +255,8 @@ engine::step_result engine::on_context_open(const frame_view& f, out_buffer& out
 void engine::answer_open(const frame_header& h, const context_verdict& verdict, out_buffer& out) {
   if (verdict.code != 0) {
     ++counters_.contexts_refused;
-    write_error(out, h, h.transaction_id, verdict.code, "context_open " + std::to_string(h.context_id) + ": " + verdict.text);
+    write_error(out, h, h.transaction_id, verdict.code,
+                "context_open " + std::to_string(h.context_id) + ": " + verdict.text);
     return;
   }
   children_.emplace(h.context_id, child_context{});
@@ -344,7 +342,8 @@ bool engine::maybe_end_child(std::uint64_t context) {
 }
 
 void engine::write_reply(out_buffer& out, const frame_header& about) {
-  frame_writer w(out, frame_header{agreed_.version, kind::reply, 0, 0, about.token, about.transaction_id, about.context_id});
+  frame_writer w(out,
+                 frame_header{agreed_.version, kind::reply, 0, 0, about.token, about.transaction_id, about.context_id});
   if (w.finish()) ++counters_.frames_out;
 }
 
@@ -438,8 +437,8 @@ void engine::on_handshake(const frame_view& f, out_buffer& out) {
     if (a.code() == errc::unsupported_version) {
       fail(&out, static_cast<std::uint32_t>(errc::unsupported_version),
            "no common protocol version: we speak " + std::to_string(cfg_.local.min_version) + ".." +
-               std::to_string(cfg_.local.max_version) + ", peer speaks " + std::to_string(info->min_version) +
-               ".." + std::to_string(info->max_version));
+               std::to_string(cfg_.local.max_version) + ", peer speaks " + std::to_string(info->min_version) + ".." +
+               std::to_string(info->max_version));
     } else {
       fail(&out, static_cast<std::uint32_t>(errc::bad_handshake),
            "the peer's limits are below the protocol's minimums (frame " + std::to_string(info->max_frame_size) +
@@ -518,7 +517,7 @@ void engine::send_close(out_buffer& out, std::string_view reason) {
 }
 
 void engine::write_error(out_buffer& out, const frame_header& about, std::uint64_t txn, std::uint32_t code,
-                          std::string_view text) {
+                         std::string_view text) {
   const frame_header h{agreed_.version, kind::error, 0, 0, about.token, txn, about.context_id};
   frame_writer w(out, h);
   w.add(code).add(text.substr(0, 1024));
@@ -629,7 +628,7 @@ engine_state engine::on_eof() {
   } else {
     fail(nullptr, connection_lost,
          state_ == engine_state::handshaking ? "the peer closed the connection during the handshake"
-                                              : "the peer closed the connection without close");
+                                             : "the peer closed the connection without close");
   }
   return state_;
 }

@@ -60,8 +60,12 @@ result<agreement> negotiate(const handshake_info& local, const handshake_info& r
     return errc::bad_handshake;
   const std::uint8_t version = std::min(local.max_version, remote.max_version);
   if (version < std::max(local.min_version, remote.min_version)) return errc::unsupported_version;
-  return agreement{version,          local.capabilities & remote.capabilities, remote.max_frame_size,
-                   remote.max_items, remote.max_depth,                          remote.max_child_contexts};
+  return agreement{version,
+                   local.capabilities & remote.capabilities,
+                   remote.max_frame_size,
+                   remote.max_items,
+                   remote.max_depth,
+                   remote.max_child_contexts};
 }
 
 }  // namespace courier::wire

@@ -73,9 +73,18 @@ void print_items(std::ostream& os, reader r) {
       case item_type::uint16: os << ' ' << *r.read<std::uint16_t>(); break;
       case item_type::uint32: os << ' ' << *r.read<std::uint32_t>(); break;
       case item_type::uint64: os << ' ' << *r.read<std::uint64_t>(); break;
-      case item_type::float32: os << ' '; print_float(os, *r.read<float>()); break;
-      case item_type::float64: os << ' '; print_float(os, *r.read<double>()); break;
-      case item_type::string: os << ' '; print_quoted(os, *r.read<std::string_view>()); break;
+      case item_type::float32:
+        os << ' ';
+        print_float(os, *r.read<float>());
+        break;
+      case item_type::float64:
+        os << ' ';
+        print_float(os, *r.read<double>());
+        break;
+      case item_type::string:
+        os << ' ';
+        print_quoted(os, *r.read<std::string_view>());
+        break;
       case item_type::binary: {
         os << " 0x";
         for (std::byte b : *r.read<std::span<const std::byte>>()) {

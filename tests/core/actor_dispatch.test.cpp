@@ -18,13 +18,13 @@
 using namespace std::chrono_literals;
 using courier::errc;
 using courier_test::add;
-using courier_test::get;
-using courier_test::set_name;
 using courier_test::boom;
+using courier_test::counter;
+using courier_test::get;
+using courier_test::probe_state;
 using courier_test::quit;
 using courier_test::reset;
-using courier_test::probe_state;
-using courier_test::counter;
+using courier_test::set_name;
 
 // ----------------------------------------------------------------------------------------------
 // Static properties
@@ -112,8 +112,8 @@ TEST_CASE("a handler that throws stops its actor; requests fail, the system goes
   c.send(add{1, 1});
   std::optional<courier::error> boom_error, queued_error;
   bool replied = false;
-  c.request(boom{"the flux capacitor broke"}).then([&](int) { replied = true; },
-                                                   [&](const courier::error& e) { boom_error = e; });
+  c.request(boom{"the flux capacitor broke"})
+      .then([&](int) { replied = true; }, [&](const courier::error& e) { boom_error = e; });
   c.request(get{}).then([&](int) { replied = true; }, [&](const courier::error& e) { queued_error = e; });
   sys.run_until_idle();
 
@@ -193,8 +193,7 @@ class sequence_checker : public courier::actor<sequence_checker, item, get_repor
 
 }  // namespace
 
-TEST_CASE("messages from one sender arrive in the order sent (threaded, several senders)",
-          "[actor][concurrent]") {
+TEST_CASE("messages from one sender arrive in the order sent (threaded, several senders)", "[actor][concurrent]") {
   courier_test::watchdog wd("per-sender fifo");
   constexpr int senders = 4;
   constexpr int per_sender = 3000;
@@ -245,8 +244,7 @@ class self_sender : public courier::actor<self_sender, kick, step, steps_seen> {
 
 }  // namespace
 
-TEST_CASE("messages an actor sends itself arrive in order, after what others already sent",
-          "[actor]") {
+TEST_CASE("messages an actor sends itself arrive in order, after what others already sent", "[actor]") {
   courier_test::watchdog wd("self send");
   courier::system sys{courier::config::deterministic()};
   auto a = sys.spawn<self_sender>();

@@ -17,11 +17,11 @@
 using namespace std::chrono_literals;
 using courier::errc;
 using courier_test::add;
-using courier_test::get;
 using courier_test::boom;
-using courier_test::quit;
-using courier_test::probe_state;
 using courier_test::counter;
+using courier_test::get;
+using courier_test::probe_state;
+using courier_test::quit;
 
 namespace {
 
@@ -275,4 +275,3 @@ TEST_CASE("monitors across threads: every watcher hears exactly one down", "[act
   std::this_thread::sleep_for(20ms);
   CHECK(log.size() == 32);
 }
-

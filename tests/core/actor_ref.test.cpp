@@ -4,12 +4,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
-#include <functional>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 #include "courier/system.hpp"
@@ -202,8 +202,7 @@ TEST_CASE("delayed_send to an actor that stopped meanwhile is a dead letter", "[
   CHECK(log.size() == 0);
 }
 
-TEST_CASE("request().then from a plain thread on a threaded system runs once per request",
-          "[actor_ref][concurrent]") {
+TEST_CASE("request().then from a plain thread on a threaded system runs once per request", "[actor_ref][concurrent]") {
   courier_test::watchdog wd("threaded request then");
   courier::config cfg;
   cfg.workers = 2;
@@ -213,12 +212,13 @@ TEST_CASE("request().then from a plain thread on a threaded system runs once per
   constexpr int n = 500;
   std::atomic<int> values{0}, errors{0}, sum{0};
   for (int i = 0; i < n; ++i)
-    c.request(get{}, 10s).then(
-        [&](int v) {
-          sum.fetch_add(v);
-          values.fetch_add(1);
-        },
-        [&](const courier::error&) { errors.fetch_add(1); });
+    c.request(get{}, 10s)
+        .then(
+            [&](int v) {
+              sum.fetch_add(v);
+              values.fetch_add(1);
+            },
+            [&](const courier::error&) { errors.fetch_add(1); });
   REQUIRE(courier_test::eventually([&] { return values.load() + errors.load() == n; }));
   std::this_thread::sleep_for(10ms);
   CHECK(values.load() == n);
@@ -285,7 +285,8 @@ TEST_CASE("an empty actor_ref refuses everything with a clear error instead of c
   };
   std::vector<std::function<void()>> jobs;
   std::optional<courier::error> failed;
-  empty.request(get{}).then(queue_executor{&jobs}, [](int) {}, [&](const courier::error& e) { failed = e; });
+  empty.request(get{}).then(
+      queue_executor{&jobs}, [](int) {}, [&](const courier::error& e) { failed = e; });
   CHECK_FALSE(failed.has_value());
   REQUIRE(jobs.size() == 1);
   jobs[0]();

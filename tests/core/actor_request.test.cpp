@@ -18,9 +18,9 @@
 using namespace std::chrono_literals;
 using courier::errc;
 using courier_test::add;
+using courier_test::counter;
 using courier_test::get;
 using courier_test::quit;
-using courier_test::counter;
 
 namespace {
 
@@ -106,10 +106,10 @@ TEST_CASE("request from a handler: the reply runs the continuation later, inside
   c.send(add{2, 3});
   r.send(fetch{c});
 
-  courier_test::expect<add>(sys).to(c);        // counter: add
-  courier_test::expect<fetch>(sys).to(r);      // requester: fetch, sends the request
+  courier_test::expect<add>(sys).to(c);    // counter: add
+  courier_test::expect<fetch>(sys).to(r);  // requester: fetch, sends the request
   CHECK(log.settled() == 0);
-  courier_test::expect<get>(sys).to(c);        // counter: get, replies into the requester's mailbox
+  courier_test::expect<get>(sys).to(c);  // counter: get, replies into the requester's mailbox
   CHECK(log.settled() == 0);
   courier_test::expect<courier_test::system_message>(sys).to(r);  // requester: the reply runs the continuation
   courier_test::expect_nothing(sys);
@@ -151,11 +151,12 @@ TEST_CASE("request time-out from a plain thread: on_error gets request_timeout, 
   int values = 0;
   int errors = 0;
   courier::error seen;
-  c.request(get{}, 50ms).then([&](int) { ++values; },
-                              [&](const courier::error& e) {
-                                seen = e;
-                                ++errors;
-                              });
+  c.request(get{}, 50ms)
+      .then([&](int) { ++values; },
+            [&](const courier::error& e) {
+              seen = e;
+              ++errors;
+            });
   CHECK(sys.advance_time(49ms) == 0);
   CHECK(errors == 0);
   CHECK(sys.advance_time(1ms) == 1);  // exactly at the deadline
@@ -167,8 +168,7 @@ TEST_CASE("request time-out from a plain thread: on_error gets request_timeout, 
   CHECK(values == 0);
 }
 
-TEST_CASE("request time-out inside an actor: the error continuation runs in the requester",
-          "[actor][timeout]") {
+TEST_CASE("request time-out inside an actor: the error continuation runs in the requester", "[actor][timeout]") {
   courier_test::watchdog wd("request timeout in actor");
   fetch_log log;
   courier::system mine{courier::config::deterministic()};
@@ -240,4 +240,3 @@ TEST_CASE("ask() from inside a handler is refused with would_deadlock", "[actor]
     CHECK(*code == static_cast<int>(errc::would_deadlock));
   }
 }
-

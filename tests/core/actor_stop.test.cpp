@@ -20,10 +20,10 @@
 using namespace std::chrono_literals;
 using courier::errc;
 using courier_test::add;
-using courier_test::get;
-using courier_test::quit;
-using courier_test::probe_state;
 using courier_test::counter;
+using courier_test::get;
+using courier_test::probe_state;
+using courier_test::quit;
 
 namespace {
 
@@ -87,11 +87,11 @@ TEST_CASE("stop() inside a handler: queued requests fail with actor_stopped, on_
   c.request(get{}).then([&](int) { replied = true; }, [&](const courier::error& e) { failed = e; });
   c.send(add{100, 100});
 
-  courier_test::expect<add>(sys).to(c);   // add
+  courier_test::expect<add>(sys).to(c);  // add
   CHECK(sys.live_actors() == 1);
   courier_test::expect<quit>(sys).to(c);  // quit: stops, discarding what is queued
   CHECK(sys.live_actors() == 0);
-  CHECK_FALSE(failed.has_value());        // the request's failure is queued on the host lane
+  CHECK_FALSE(failed.has_value());  // the request's failure is queued on the host lane
   REQUIRE(sys.run_one());
   REQUIRE(failed.has_value());
   CHECK(*failed == errc::actor_stopped);
@@ -102,7 +102,6 @@ TEST_CASE("stop() inside a handler: queued requests fail with actor_stopped, on_
   courier_test::expect_nothing(sys);
   CHECK_FALSE(c.send(add{1, 1}));
 }
-
 
 TEST_CASE("requests to an actor that stopped with a reason fail with its code and text", "[actor][stop]") {
   courier_test::watchdog wd("request to stopped with reason");
@@ -173,10 +172,11 @@ TEST_CASE("a plain thread's requests to an actor stopped on a worker carry its r
     REQUIRE(stopped);
     std::atomic<bool> done{false};
     std::optional<courier::error> failed;
-    c.request(get{}).then([](int) {}, [&](const courier::error& e) {
-      failed = e;
-      done = true;
-    });
+    c.request(get{}).then([](int) {},
+                          [&](const courier::error& e) {
+                            failed = e;
+                            done = true;
+                          });
     REQUIRE(courier_test::eventually([&] { return done.load(); }));
     CHECK(*failed == errc::connection_lost);
     CHECK(has(*failed, "; the request was not sent"));

@@ -13,7 +13,6 @@
 #include "counting_allocator.hpp"
 #include "watchdog.hpp"
 
-
 namespace {
 
 /// Heap events anywhere in the process: operator new calls plus chunks and large slots that
@@ -119,11 +118,12 @@ class requester : public courier::actor<requester, ask_loop_start> {
     --remaining_;
     auto timeout = with_timeout_ ? courier::timespan(std::chrono::seconds(30)) : courier::infinite;
     peer_.request(value_request{remaining_}, timeout)
-        .then([this](std::uint64_t v) {
-                if (v != remaining_ + 1) failures_++;
-                next();
-              },
-              [this](const courier::error&) { failures_++; });
+        .then(
+            [this](std::uint64_t v) {
+              if (v != remaining_ + 1) failures_++;
+              next();
+            },
+            [this](const courier::error&) { failures_++; });
   }
   courier::actor_ref<value_api> peer_;
   std::atomic<std::uint64_t>* done_;

@@ -107,7 +107,8 @@ struct outcome {
 
 /// Sends a request from the test thread and records how it settled.
 template <class T, class M, class R = courier::reply_type_t<T, M>>
-std::shared_ptr<outcome<R>> request(const courier::actor_ref<T>& to, M msg, courier::timespan timeout = courier::infinite) {
+std::shared_ptr<outcome<R>> request(const courier::actor_ref<T>& to, M msg,
+                                    courier::timespan timeout = courier::infinite) {
   auto out = std::make_shared<outcome<R>>();
   to.request(std::move(msg), timeout)
       .then([out](R v) { out->value = std::move(v); }, [out](const courier::error& e) { out->error = e; });
@@ -232,8 +233,8 @@ TEST_CASE("delegate: the other actor's reply goes straight to the original reque
   auto f = sys.spawn<front>(db);
   auto out = request(f, get_delegated{3});
   courier_test::expect<get_delegated>(sys).to(f);  // front delegates: a lookup goes to the database
-  courier_test::expect<lookup>(sys).to(db);         // the database replies to the test's request
-  courier_test::expect_host_continuation(sys);      // which the host lane runs
+  courier_test::expect<lookup>(sys).to(db);        // the database replies to the test's request
+  courier_test::expect_host_continuation(sys);     // which the host lane runs
   REQUIRE(out->value);
   CHECK(*out->value == 30);
   courier_test::expect_nothing(sys);  // front is not involved: the reply never reaches it
@@ -253,8 +254,8 @@ TEST_CASE("a promise is answered from another thread", "[deferred][concurrent]")
   auto f = sys.spawn<front>(sys.spawn<database>());
   for (int round = 0; round < 200; ++round) {
     std::atomic<int> got{-1};
-    f.request(get_held{}).then([&](const std::string& v) { got.store(std::stoi(v)); },
-                               [&](const courier::error&) { got.store(-2); });
+    f.request(get_held{})
+        .then([&](const std::string& v) { got.store(std::stoi(v)); }, [&](const courier::error&) { got.store(-2); });
     std::thread other([&] { REQUIRE(f.send(release_held{round})); });
     other.join();
     while (got.load() == -1) std::this_thread::yield();
@@ -406,10 +407,12 @@ TEST_CASE("abandoned: true after a 50 ms ask time-out, and after a request().the
 
   std::atomic<bool> failed{false};
   courier::error why;  // written by the continuation (on a worker) before `failed`
-  k.request(wait_for_answer{}, 50ms).then([](int) {}, [&](const courier::error& e) {
-    why = e;
-    failed = true;
-  });
+  k.request(wait_for_answer{}, 50ms)
+      .then([](int) {},
+            [&](const courier::error& e) {
+              why = e;
+              failed = true;
+            });
   wait_until_kept(k, 2);
   REQUIRE(courier_test::eventually([&] { return failed.load(); }));
   CHECK(why == errc::request_timeout);

@@ -8,10 +8,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <dirent.h>
 #include <atomic>
 #include <chrono>
 #include <deque>
-#include <dirent.h>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -121,8 +121,7 @@ void count_hook(const courier::error&, void* ctx) { static_cast<hook_log*>(ctx)-
 // ----------------------------------------------------------------------------------------------
 // Where continuations run
 
-TEST_CASE("embedded: a reply's and an error's continuations run inside the host's poll, on its thread",
-          "[embedding]") {
+TEST_CASE("embedded: a reply's and an error's continuations run inside the host's poll, on its thread", "[embedding]") {
   courier_test::watchdog wd("embedded continuations");
   courier::system sys{courier::config::embedded()};
   host_loop loop{sys};
@@ -177,15 +176,16 @@ TEST_CASE("embedded: no hidden thread; a time-out fires when the host drives tim
   const auto before = std::chrono::steady_clock::now();
   std::optional<courier::error> failed;
   bool inside = false;
-  c.request(hold{}, 30ms).then([](int) {},
-                               [&](const courier::error& e) {
-                                 failed = e;
-                                 inside = loop.inside;
-                               });
+  c.request(hold{}, 30ms)
+      .then([](int) {},
+            [&](const courier::error& e) {
+              failed = e;
+              inside = loop.inside;
+            });
   const auto deadline = sys.next_deadline();
   CHECK(deadline >= before + 30ms);
   CHECK(deadline <= std::chrono::steady_clock::now() + 30ms);
-  loop.poll();  // the counter takes the request and holds it
+  loop.poll();                        // the counter takes the request and holds it
   CHECK(sys.fire_due_timers() == 0);  // not due yet
   CHECK_FALSE(failed.has_value());
   // The host's own timer: sleep until the deadline Courier gave, then poll.
@@ -247,8 +247,9 @@ TEST_CASE("embedded: a request made on another thread still continues on the hos
   CHECK(ran_on == std::this_thread::get_id());
 }
 
-TEST_CASE("threaded: a plain thread's continuation runs on a worker, outside the replying actor, and a throw harms nobody",
-          "[embedding][concurrent]") {
+TEST_CASE(
+    "threaded: a plain thread's continuation runs on a worker, outside the replying actor, and a throw harms nobody",
+    "[embedding][concurrent]") {
   courier_test::watchdog wd("threaded host lane");
   hook_log log;
   courier::config cfg;
@@ -297,10 +298,13 @@ TEST_CASE("then(executor): the continuation is handed to the executor, reply, er
   job_queue q;
   std::atomic<int> values{0};
   std::vector<errc> errors;
-  c.request(get{}).then(queue_executor{&q}, [&](int v) { values.fetch_add(v); },
-                        [&](const courier::error& e) { errors.push_back(errc(e.code.value())); });
-  c.request(hold{}, 20ms).then(queue_executor{&q}, [&](int v) { values.fetch_add(v); },
-                               [&](const courier::error& e) { errors.push_back(errc(e.code.value())); });
+  c.request(get{}).then(
+      queue_executor{&q}, [&](int v) { values.fetch_add(v); },
+      [&](const courier::error& e) { errors.push_back(errc(e.code.value())); });
+  c.request(hold{}, 20ms)
+      .then(
+          queue_executor{&q}, [&](int v) { values.fetch_add(v); },
+          [&](const courier::error& e) { errors.push_back(errc(e.code.value())); });
   // One continuation taking the outcome, which throws: the hook hears of it.
   c.request(get{}).then(queue_executor{&q}, [&](courier::result<int> r) {
     if (r.has_value()) throw std::runtime_error("host code failed");
@@ -408,7 +412,7 @@ TEST_CASE("wake_fd belongs to Courier until the system is destroyed", "[embeddin
     fd = sys.wake_fd();
     REQUIRE(fd >= 0);
     CHECK(sys.shutdown().clean);
-    CHECK(sys.wake_fd() == fd);             // still there after shutdown: the host unregisters it
+    CHECK(sys.wake_fd() == fd);  // still there after shutdown: the host unregisters it
     CHECK(::fcntl(fd, F_GETFD) != -1);
   }
   CHECK(::fcntl(fd, F_GETFD) == -1);  // closed by the destructor, not by the host
@@ -568,8 +572,7 @@ TEST_CASE("shutdown called from inside a host continuation still runs the contin
   CHECK_FALSE(readable(sys.wake_fd(), 0));  // nothing stranded: a level-triggered host sleeps
 }
 
-TEST_CASE("a timer started while ask drives the system from the host thread wakes the host",
-          "[embedding][timer]") {
+TEST_CASE("a timer started while ask drives the system from the host thread wakes the host", "[embedding][timer]") {
   courier_test::watchdog wd("timer during ask");
   courier::system sys{courier::config::embedded()};
   auto c = sys.spawn<counter>();

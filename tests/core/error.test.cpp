@@ -54,12 +54,25 @@ static_assert(!std::is_copy_constructible_v<courier::result<std::unique_ptr<int>
 
 namespace {
 
-const std::string all_texts[] = {
-    "no such service", "handler failed", "no such context", "request timed out", "actor system shut down",
-    "actor stopped", "blocking call would deadlock", "stopped by request", "empty actor reference",
-    "reply promise dropped without a reply", "mailbox full", "no actor registered under that name",
-    "actor does not implement the interface", "name already registered", "invalid argument",
-    "parent actor stopped", "connection lost", "protocol error", "too many child contexts"};
+const std::string all_texts[] = {"no such service",
+                                 "handler failed",
+                                 "no such context",
+                                 "request timed out",
+                                 "actor system shut down",
+                                 "actor stopped",
+                                 "blocking call would deadlock",
+                                 "stopped by request",
+                                 "empty actor reference",
+                                 "reply promise dropped without a reply",
+                                 "mailbox full",
+                                 "no actor registered under that name",
+                                 "actor does not implement the interface",
+                                 "name already registered",
+                                 "invalid argument",
+                                 "parent actor stopped",
+                                 "connection lost",
+                                 "protocol error",
+                                 "too many child contexts"};
 
 }  // namespace
 

@@ -31,9 +31,7 @@ using courier_test::quit;
 
 namespace {
 
-bool aligned_to(const void* p, std::size_t alignment) {
-  return reinterpret_cast<std::uintptr_t>(p) % alignment == 0;
-}
+bool aligned_to(const void* p, std::size_t alignment) { return reinterpret_cast<std::uintptr_t>(p) % alignment == 0; }
 
 }  // namespace
 
@@ -131,8 +129,7 @@ TEST_CASE("spawn from another thread while shutdown runs throws system_shutdown,
   }
 }
 
-TEST_CASE("threads that spawn without pause do not keep shutdown from finishing",
-          "[hardening][shutdown][concurrent]") {
+TEST_CASE("threads that spawn without pause do not keep shutdown from finishing", "[hardening][shutdown][concurrent]") {
   courier_test::watchdog wd("spawners racing shutdown", 60s);
   for (int round = 0; round < 10; ++round) {
     courier::config cfg;
@@ -327,7 +324,7 @@ TEST_CASE("a plain thread's continuation that throws does not harm the replying 
 
   c.request(boom{}).then([](int) {}, [](const courier::error&) { throw std::runtime_error("error continuation"); });
   sys.run_until_idle();
-  CHECK(sys.live_actors() == 0);  // boom's own throw stops it; the continuation's adds nothing
+  CHECK(sys.live_actors() == 0);            // boom's own throw stops it; the continuation's adds nothing
   CHECK(sys.continuation_failures() == 2);  // not swallowed
   REQUIRE(log.texts.size() == 2);
   CHECK(log.texts[1].find("error continuation") != std::string::npos);
@@ -484,8 +481,8 @@ TEST_CASE("spawn honours an actor's alignment above 64", "[hardening][alignment]
 
 TEST_CASE("pool allocations honour every alignment from 16 to 4096", "[hardening][alignment]") {
   for (std::size_t alignment = 16; alignment <= 4096; alignment *= 2) {
-    for (std::size_t size : {std::size_t{1}, std::size_t{16}, std::size_t{100}, alignment, alignment + 8,
-                             2 * alignment, std::size_t{4096}, std::size_t{5000}, std::size_t{10000}}) {
+    for (std::size_t size : {std::size_t{1}, std::size_t{16}, std::size_t{100}, alignment, alignment + 8, 2 * alignment,
+                             std::size_t{4096}, std::size_t{5000}, std::size_t{10000}}) {
       std::vector<void*> blocks;
       bool all_aligned = true;
       for (int i = 0; i < 16; ++i) {

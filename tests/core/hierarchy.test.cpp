@@ -375,7 +375,8 @@ TEST_CASE("linked children in a threaded system: every child stops with the pare
 // ----------------------------------------------------------------------------------------------
 // on_start
 
-TEST_CASE("on_start runs before the first message and may send to self and spawn", "[hierarchy][on_start][deterministic]") {
+TEST_CASE("on_start runs before the first message and may send to self and spawn",
+          "[hierarchy][on_start][deterministic]") {
   courier_test::watchdog wd("on_start");
   courier::system sys{courier::config::deterministic()};
   notes in{sys};
@@ -422,7 +423,8 @@ TEST_CASE("an exception from on_start stops the actor like a handler's", "[hiera
 // ----------------------------------------------------------------------------------------------
 // await_all_stopped
 
-TEST_CASE("await_all_stopped drives a manual system until every actor has stopped", "[hierarchy][await][deterministic]") {
+TEST_CASE("await_all_stopped drives a manual system until every actor has stopped",
+          "[hierarchy][await][deterministic]") {
   courier_test::watchdog wd("await deterministic");
   courier::system sys{courier::config::deterministic()};
   auto a = sys.spawn<plain>();
@@ -433,7 +435,8 @@ TEST_CASE("await_all_stopped drives a manual system until every actor has stoppe
   CHECK(sys.live_actors() == 0);
 }
 
-TEST_CASE("await_all_stopped returns false at the deadline while an actor is alive", "[hierarchy][await][deterministic]") {
+TEST_CASE("await_all_stopped returns false at the deadline while an actor is alive",
+          "[hierarchy][await][deterministic]") {
   courier_test::watchdog wd("await deadline");
   courier::system sys{courier::config::deterministic()};
   auto a = sys.spawn<plain>();

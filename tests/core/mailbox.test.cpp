@@ -117,7 +117,7 @@ TEST_CASE("mailbox: close hands back batch, stack and local messages in order, t
   h.box.push(msgs[2].get());
   h.box.push(msgs[3].get());
   CHECK(h.box.pop() == msgs[0].get());  // batch: 1, 2, 3
-  h.box.push(msgs[4].get());             // stack: 4, 5
+  h.box.push(msgs[4].get());            // stack: 4, 5
   h.box.push(msgs[5].get());
   h.box.push_local(msgs[6].get());  // local: 6, 7
   h.box.push_local(msgs[7].get());
@@ -317,9 +317,9 @@ TEST_CASE("mailbox: a bounded mailbox refuses try_push at capacity, never push o
   CHECK(h.box.queued() == 2);
   CHECK(h.box.try_push(&c) == push_result::full);  // c stays the caller's
   CHECK(h.box.queued() == 2);
-  CHECK(h.box.push(&forced) == push_result::queued);  // a graceful stop is never refused
+  CHECK(h.box.push(&forced) == push_result::queued);    // a graceful stop is never refused
   CHECK(h.box.push_urgent(&u) == push_result::queued);  // nor is the urgent lane
-  CHECK(h.box.queued() == 3);                          // urgent messages are not counted
+  CHECK(h.box.queued() == 3);                           // urgent messages are not counted
 
   CHECK(h.box.pop() == &u);
   CHECK(h.box.pop() == &a);
@@ -349,8 +349,8 @@ TEST_CASE("mailbox: a refusing bounded mailbox refuses try_push and push_local b
   CHECK_FALSE(h.box.refusing());
   h.box.set_refusing(true);
   CHECK(h.box.refusing());
-  CHECK(h.box.queued() == 1);                         // the state is not counted as messages
-  CHECK(h.box.try_push(&b) == push_result::full);     // one of four: refused all the same
+  CHECK(h.box.queued() == 1);                      // the state is not counted as messages
+  CHECK(h.box.try_push(&b) == push_result::full);  // one of four: refused all the same
   CHECK(h.box.push_local(&l) == push_result::full);
   CHECK(h.box.queued() == 1);
   CHECK(h.box.push(&forced) == push_result::queued);  // a graceful stop is never refused

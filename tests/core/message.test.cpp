@@ -61,4 +61,3 @@ TEST_CASE("a message that owns memory is constructed and destroyed in place", "[
   CHECK(slot->value.text == long_text);
   courier::pool::destroy(slot);  // runs ~owns_text; ASan would report the string's memory otherwise
 }
-

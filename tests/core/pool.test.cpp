@@ -35,8 +35,8 @@ TEST_CASE("class_of picks the smallest class that fits size and alignment", "[po
   CHECK(pd::class_of(16, 16) == 0);
   CHECK(pd::class_of(17, 8) == 1);
   CHECK(pd::class_of(48, 16) == 2);
-  CHECK(pd::class_of(33, 64) == 3);          // 48 is not a multiple of 64: the 64 class
-  CHECK(pd::class_of(65, 64) == 5);          // 96 is not a multiple of 64, 128 is
+  CHECK(pd::class_of(33, 64) == 3);  // 48 is not a multiple of 64: the 64 class
+  CHECK(pd::class_of(65, 64) == 5);  // 96 is not a multiple of 64, 128 is
   CHECK(pd::class_of(4096, 64) == pd::class_count - 1);
   CHECK(pd::class_of(4097, 16) == pd::large_class);
   CHECK(pd::class_of(16, 128) == pd::large_class);  // over max_alignment
@@ -237,8 +237,7 @@ TEST_CASE("concurrent remote frees from several threads lose no slot", "[pool][c
   for (void* p : kept) pool::deallocate(p, size);
 }
 
-TEST_CASE("an exited thread's heap is parked, its slots stay valid, and a new thread adopts it",
-          "[pool][concurrent]") {
+TEST_CASE("an exited thread's heap is parked, its slots stay valid, and a new thread adopts it", "[pool][concurrent]") {
   courier_test::watchdog wd("pool heap reuse", std::chrono::seconds(20));
   constexpr std::size_t size = 192;
   const std::uint8_t c = pd::class_of(size, alignof(std::max_align_t));

@@ -304,9 +304,8 @@ TEST_CASE("an idle threaded system parks its workers and uses almost no CPU", "[
   std::this_thread::sleep_for(300ms);
   const auto cpu_used = process_cpu_time() - cpu_before;
   const auto wall = std::chrono::steady_clock::now() - wall_before;
-  INFO("CPU time over " << std::chrono::duration_cast<std::chrono::milliseconds>(wall).count()
-                        << " ms idle: " << std::chrono::duration_cast<std::chrono::microseconds>(cpu_used).count()
-                        << " us");
+  INFO("CPU time over " << std::chrono::duration_cast<std::chrono::milliseconds>(wall).count() << " ms idle: "
+                        << std::chrono::duration_cast<std::chrono::microseconds>(cpu_used).count() << " us");
   CHECK(cpu_used < 50ms);
 
   // Parked workers wake up again for new work.

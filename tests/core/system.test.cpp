@@ -25,7 +25,6 @@ using courier_test::quit;
 
 namespace {
 
-
 struct trace {
   std::mutex mutex;
   std::vector<std::string> events;
@@ -143,8 +142,7 @@ TEST_CASE("deterministic: ready actors take turns, one message each", "[system][
   CHECK(t.copy() == std::vector<std::string>{"a", "b", "a", "b", "a"});
 }
 
-TEST_CASE("deterministic: run_step tells which actor ran which message, urgent ones first",
-          "[system][deterministic]") {
+TEST_CASE("deterministic: run_step tells which actor ran which message, urgent ones first", "[system][deterministic]") {
   courier_test::watchdog wd("run_step");
   courier::system sys{courier::config::deterministic()};
   CHECK_FALSE(sys.run_step().has_value());  // nothing to do
@@ -262,8 +260,7 @@ TEST_CASE("embedded: wake_fd becomes readable after a send from another thread; 
   CHECK(c.ask(get{}, 1s).value() == 15);
 }
 
-TEST_CASE("embedded: work left after poll (budget used up) keeps wake_fd readable",
-          "[system][embedded]") {
+TEST_CASE("embedded: work left after poll (budget used up) keeps wake_fd readable", "[system][embedded]") {
   courier_test::watchdog wd("embedded leftover work");
   courier::config cfg = courier::config::embedded();
   cfg.throughput = 4;
@@ -364,12 +361,13 @@ TEST_CASE("shutdown with a stuck handler: bounded, not clean, names the actor; r
     stuck_id = s.id();
     s.send(block{});
     REQUIRE(courier_test::eventually([&] { return entered.load(); }));
-    s.request(get{}, 60s).then([](int) {},
-                               [&](const courier::error& e) {
-                                 std::lock_guard lock(m);
-                                 request_error = e;
-                                 request_errors.fetch_add(1);
-                               });
+    s.request(get{}, 60s)
+        .then([](int) {},
+              [&](const courier::error& e) {
+                std::lock_guard lock(m);
+                request_error = e;
+                request_errors.fetch_add(1);
+              });
     const auto start = std::chrono::steady_clock::now();
     report = sys.shutdown(200ms);
     const auto took = std::chrono::steady_clock::now() - start;

@@ -375,8 +375,7 @@ TEST_CASE("a request time-out made by an actor fires on its worker, never early"
   CHECK(log.settled_at - start < 800ms);  // did not wait for the reply (loose: loaded machines)
 }
 
-TEST_CASE("a reply handled on another worker cancels the time-out through its owner's inbox",
-          "[timer][concurrent]") {
+TEST_CASE("a reply handled on another worker cancels the time-out through its owner's inbox", "[timer][concurrent]") {
   courier_test::watchdog wd("remote cancel", 60s);
   courier::config cfg;
   cfg.workers = 2;
@@ -412,7 +411,8 @@ TEST_CASE("many requests with time-outs across workers all get their replies", "
     targets.push_back(sys.spawn<box>());
   }
   for (int round = 0; round < rounds; ++round)
-    for (int i = 0; i < pairs; ++i) rs[static_cast<std::size_t>(i)].send(fetch{targets[static_cast<std::size_t>(i)], 10s});
+    for (int i = 0; i < pairs; ++i)
+      rs[static_cast<std::size_t>(i)].send(fetch{targets[static_cast<std::size_t>(i)], 10s});
   REQUIRE(courier_test::eventually(
       [&] {
         for (auto& l : logs)
@@ -435,7 +435,7 @@ TEST_CASE("the timer thread survives more than 1,024 pending timers", "[timer][c
   b.delayed_send(tracked{0}, 30s);  // the thread now sleeps until this deadline
   std::this_thread::sleep_for(20ms);
   for (int i = 0; i < 2000; ++i) b.delayed_send(tracked{i + 1}, 60s);  // the heap reallocates
-  b.delayed_send(tracked{-1}, 0ms);  // the new earliest: wakes the thread
+  b.delayed_send(tracked{-1}, 0ms);                                    // the new earliest: wakes the thread
   REQUIRE(courier_test::eventually([&] {
     sys.run_until_idle();
     return !state_of(b).received_.empty();
@@ -478,11 +478,12 @@ TEST_CASE("after an unclean shutdown a new request time-out settles at once with
   CHECK_FALSE(sys.shutdown(50ms).clean);  // the core is abandoned, refs stay usable
   std::atomic<int> errors{0}, values{0};
   courier::error seen;
-  s.request(get{}, 100ms).then([&](int) { values.fetch_add(1); },
-                               [&](const courier::error& e) {
-                                 seen = e;
-                                 errors.fetch_add(1);
-                               });
+  s.request(get{}, 100ms)
+      .then([&](int) { values.fetch_add(1); },
+            [&](const courier::error& e) {
+              seen = e;
+              errors.fetch_add(1);
+            });
   // Settled on this thread, before the stuck actor could ever answer.
   CHECK(errors.load() == 1);
   CHECK(seen == errc::system_shutdown);

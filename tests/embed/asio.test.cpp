@@ -128,8 +128,7 @@ courier::config config_for(::asio::io_context& io, bool by_post) {
 
 static_assert(courier::executor<courier::asio::executor<::asio::io_context::executor_type>>);
 
-TEST_CASE("asio embedded_loop: actors and host continuations run on the io thread, never inline",
-          "[asio][embedded]") {
+TEST_CASE("asio embedded_loop: actors and host continuations run on the io thread, never inline", "[asio][embedded]") {
   courier_test::watchdog wd("asio io thread");
   const bool by_post = GENERATE(false, true);
   CAPTURE(by_post);
@@ -185,7 +184,8 @@ TEST_CASE("asio embedded_loop: sends from another thread wake the loop", "[asio]
         if (i % 256 == 0) std::this_thread::sleep_for(1ms);  // let the loop go idle and be woken again
       }
     });
-  const bool all = run_until(io, [&] { return handled == senders * per_sender; }, 30s);
+  const bool all = run_until(
+      io, [&] { return handled == senders * per_sender; }, 30s);
   for (auto& t : threads) t.join();
   CHECK(refused == 0);
   REQUIRE(all);
@@ -210,11 +210,12 @@ TEST_CASE("asio embedded_loop: delayed sends and request time-outs fire from asi
   ::asio::post(io, [&] {
     // From the io thread, outside any turn: the new deadline must still reach the loop's timer.
     (void)c.delayed_send(add{7}, 60ms);
-    s.request(hold{}, 30ms).then([](int) { FAIL("a silent actor answered"); },
-                                 [&](const courier::error& e) {
-                                   timed_out_after = std::chrono::steady_clock::now() - start;
-                                   why = e;
-                                 });
+    s.request(hold{}, 30ms)
+        .then([](int) { FAIL("a silent actor answered"); },
+              [&](const courier::error& e) {
+                timed_out_after = std::chrono::steady_clock::now() - start;
+                why = e;
+              });
   });
   REQUIRE(run_until(io, [&] { return why.has_value(); }));
   CHECK(*why == errc::request_timeout);
@@ -271,7 +272,8 @@ TEST_CASE("asio embedded_loop: a busy actor does not starve asio's other handler
     REQUIRE(c.send(more{total}));
     ::asio::post(io, tick);
   });
-  REQUIRE(run_until(io, [&] { return handled == total + 1; }, 30s));
+  REQUIRE(run_until(
+      io, [&] { return handled == total + 1; }, 30s));
   // 20,001 messages at 16 a turn is 1,251 turns; the ticker re-posts itself each time it runs, so
   // it runs between turns. Far fewer would mean the loop ran the actor without yielding.
   CHECK(ticks_while_busy > 100);

@@ -330,22 +330,24 @@ struct adder_calls {
     }  // the reply's block is let go before the next call
     const std::uint64_t before = answered.load();
     ctx.call(courier::token("ADD_"), courier::net::args(i, std::int32_t{2}), 10s)
-        .then([this, i](const courier::wire::items_ref& reply) {
-                if (sum_of(reply) != i + 2) ++wrong;
-                ++answered;
-              },
-              [this](const courier::error&) {
-                ++wrong;
-                ++answered;
-              });
+        .then(
+            [this, i](const courier::wire::items_ref& reply) {
+              if (sum_of(reply) != i + 2) ++wrong;
+              ++answered;
+            },
+            [this](const courier::error&) {
+              ++wrong;
+              ++answered;
+            });
     while (answered.load() == before) std::this_thread::yield();
   }
 };
 
 }  // namespace
 
-TEST_CASE("a service table's call allocates nothing in steady state, dynamic or typed service, from a typed ref or by token",
-          "[net][allocation][services]") {
+TEST_CASE(
+    "a service table's call allocates nothing in steady state, dynamic or typed service, from a typed ref or by token",
+    "[net][allocation][services]") {
   courier_test::watchdog wd{"net allocation: dynamic", 60s};
   const auto kind = GENERATE(adder_kind::dynamic, adder_kind::typed);
   for (auto where : {uds_endpoint(), tcp_endpoint()}) {
@@ -419,7 +421,8 @@ TEST_CASE("a call by token whose arguments do not fit inline allocates nothing: 
     std::vector<std::byte> data(1000, std::byte{7});
     std::uint64_t wrong = 0;
     auto call = [&](std::size_t n) {
-      auto v = ctx->call_wait(courier::token("LEN_"), courier::net::args(std::span<const std::byte>(data.data(), n)), 10s);
+      auto v =
+          ctx->call_wait(courier::token("LEN_"), courier::net::args(std::span<const std::byte>(data.data(), n)), 10s);
       if (!v || sum_of(*v) != static_cast<std::int32_t>(n)) ++wrong;
     };
     for (int i = 0; i < 500; ++i) call(sizes[static_cast<std::size_t>(i) % sizes.size()]);
@@ -468,14 +471,15 @@ TEST_CASE("remote request().then from a plain thread allocates nothing per call 
     auto one = [&](std::int32_t i) {
       const std::uint64_t before = answered.load();
       p.remote.request(add{i, 1}, 10s)
-          .then([&wrong, &answered, i](std::int32_t v) {
-                  if (v != i + 1) ++wrong;
-                  ++answered;
-                },
-                [&wrong, &answered](const courier::error&) {
-                  ++wrong;
-                  ++answered;
-                });
+          .then(
+              [&wrong, &answered, i](std::int32_t v) {
+                if (v != i + 1) ++wrong;
+                ++answered;
+              },
+              [&wrong, &answered](const courier::error&) {
+                ++wrong;
+                ++answered;
+              });
       while (answered.load() == before) std::this_thread::yield();
     };
     for (std::int32_t i = 0; i < 1'000; ++i) one(i);
@@ -511,7 +515,7 @@ TEST_CASE("remote one-way sends allocate nothing per message in steady state", "
     settle();
     measured m;
     bursts(static_cast<int>(100 / scale), 256);  // 25,600 sends
-    const auto events = m.events();  // before INFO, which allocates its text
+    const auto events = m.events();              // before INFO, which allocates its text
     INFO("operator new calls: " << m.operator_new_calls() << ", pool chunks: " << m.pool_chunks()
                                 << ", large slots: " << m.large_slots());
     CHECK(events == 0);
@@ -521,7 +525,8 @@ TEST_CASE("remote one-way sends allocate nothing per message in steady state", "
   }
 }
 
-TEST_CASE("remote calls with a string_ref field allocate nothing: the text views the receive block", "[net][allocation]") {
+TEST_CASE("remote calls with a string_ref field allocate nothing: the text views the receive block",
+          "[net][allocation]") {
   courier_test::watchdog wd{"net allocation: string_ref", 60s};
   for (auto where : {uds_endpoint(), tcp_endpoint()}) {
     INFO("transport: " << name_of(where));

@@ -66,18 +66,19 @@ class multiplier : public courier::actor<multiplier, times_ten, ten_of_next, cal
 struct linked_pair {
   courier::system sys;
   courier::net::node net{sys};
-  courier::actor_ref<acceptor_api> to_acceptor;  // the initiator's outbound half
+  courier::actor_ref<acceptor_api> to_acceptor;    // the initiator's outbound half
   courier::actor_ref<initiator_api> to_initiator;  // the acceptor's outbound half
 
   linked_pair() {
     auto pair = courier::net::socket_pair();
     REQUIRE(pair);
-    auto a = net.connect_duplex<acceptor_api>(std::move(pair->first), courier::actor_ref<initiator_api>(sys.spawn<incrementer>()),
-                                    courier::wire::role::initiator);
+    auto a = net.connect_duplex<acceptor_api>(std::move(pair->first),
+                                              courier::actor_ref<initiator_api>(sys.spawn<incrementer>()),
+                                              courier::wire::role::initiator);
     REQUIRE(a);
     auto served = sys.spawn<multiplier>();
     auto b = net.connect_duplex<initiator_api>(std::move(pair->second), courier::actor_ref<acceptor_api>(served),
-                                     courier::wire::role::acceptor);
+                                               courier::wire::role::acceptor);
     REQUIRE(b);
     served.send(caller_is{*b});
     to_acceptor = *a;
@@ -119,11 +120,25 @@ TEST_CASE("calls cross in both directions at once, each answered once", "[net][b
   };
   for (int i = 0; i < each; ++i) {
     p.to_acceptor.request(times_ten{i}, 10s)
-        .then([&, i](std::int32_t v) { (v == i * 10 ? tens : wrong).fetch_add(1); one_done(); },
-              [&](const courier::error&) { wrong.fetch_add(1); one_done(); });
+        .then(
+            [&, i](std::int32_t v) {
+              (v == i * 10 ? tens : wrong).fetch_add(1);
+              one_done();
+            },
+            [&](const courier::error&) {
+              wrong.fetch_add(1);
+              one_done();
+            });
     p.to_initiator.request(increment{i}, 10s)
-        .then([&, i](std::int32_t v) { (v == i + 1 ? nexts : wrong).fetch_add(1); one_done(); },
-              [&](const courier::error&) { wrong.fetch_add(1); one_done(); });
+        .then(
+            [&, i](std::int32_t v) {
+              (v == i + 1 ? nexts : wrong).fetch_add(1);
+              one_done();
+            },
+            [&](const courier::error&) {
+              wrong.fetch_add(1);
+              one_done();
+            });
   }
   REQUIRE(all.get_future().wait_for(30s) == std::future_status::ready);
   CHECK(tens.load() == each);

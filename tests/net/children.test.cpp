@@ -50,7 +50,8 @@ struct child_maker {
   }
 };
 
-std::string frame_bytes(wire::kind k, courier::token tok, std::uint64_t txn, std::uint64_t ctx, std::string_view name = {}) {
+std::string frame_bytes(wire::kind k, courier::token tok, std::uint64_t txn, std::uint64_t ctx,
+                        std::string_view name = {}) {
   wire::out_buffer out;
   wire::frame_writer w(out, wire::frame_header{1, k, 0, 0, tok, txn, ctx});
   if (!name.empty()) w.add(name);

@@ -14,8 +14,8 @@
 #include <future>
 #include <memory>
 #include <mutex>
-#include <stdexcept>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -68,12 +68,14 @@ struct dynamic_server {
     // ASKC: asks the client's NAME service (in the same context) and answers with what it said.
     table->add(courier::token("ASKC"), [](net::incoming& call) {
       auto answer = std::make_shared<net::deferred_reply>(call.defer());
-      call.peer().call(courier::token("NAME"), {}, 5s).then(
-          [answer](const courier::wire::items_ref& r) {
-            const std::string name = string_of(r);
-            answer->deliver([&](courier::wire::frame_writer& w) { w.add("the client says " + name); });
-          },
-          [answer](const courier::error& e) { answer->fail(e); });
+      call.peer()
+          .call(courier::token("NAME"), {}, 5s)
+          .then(
+              [answer](const courier::wire::items_ref& r) {
+                const std::string name = string_of(r);
+                answer->deliver([&](courier::wire::frame_writer& w) { w.add("the client says " + name); });
+              },
+              [answer](const courier::error& e) { answer->fail(e); });
     });
     // KIDS: opens a child context at its client, calls the client's NAME there, closes it, and
     // answers with the name: a child created from the server's side.
@@ -103,7 +105,8 @@ struct dynamic_server {
       auto counter = std::make_shared<std::int64_t>(0);
       child->add(courier::token("CNT_"), [counter](net::incoming& call) { call.reply().add(++*counter); });
       child->add(courier::token("NAME"), [n = std::string(name)](net::incoming& call) { call.reply().add(n); });
-      child->add(courier::token("BOOM"), [](net::incoming&) { throw std::runtime_error("the child's handler failed"); });
+      child->add(courier::token("BOOM"),
+                 [](net::incoming&) { throw std::runtime_error("the child's handler failed"); });
       child->add(courier::token("SLOW"), [this](net::incoming& call) {
         auto answer = std::make_shared<net::deferred_reply>(call.defer());
         std::lock_guard lock(answering_mutex);
@@ -114,12 +117,14 @@ struct dynamic_server {
       });
       child->add(courier::token("ASKC"), [](net::incoming& call) {
         auto answer = std::make_shared<net::deferred_reply>(call.defer());
-        call.peer().call(courier::token("NAME"), {}, 5s).then(
-            [answer](const courier::wire::items_ref& r) {
-              const std::string said = string_of(r);
-              answer->deliver([&](courier::wire::frame_writer& w) { w.add(said); });
-            },
-            [answer](const courier::error& e) { answer->fail(e); });
+        call.peer()
+            .call(courier::token("NAME"), {}, 5s)
+            .then(
+                [answer](const courier::wire::items_ref& r) {
+                  const std::string said = string_of(r);
+                  answer->deliver([&](courier::wire::frame_writer& w) { w.add(said); });
+                },
+                [answer](const courier::error& e) { answer->fail(e); });
       });
       return child;
     });
@@ -156,9 +161,8 @@ std::shared_ptr<const net::service_table> client_services_with_children(std::str
   table->add(courier::token("NAME"), [name = std::move(name)](net::incoming& call) { call.reply().add(name); });
   table->children([](courier::token, std::string_view child_name) -> std::shared_ptr<const net::service_table> {
     auto child = std::make_shared<net::service_table>();
-    child->add(courier::token("NAME"), [n = "the client's child '" + std::string(child_name) + "'"](net::incoming& call) {
-      call.reply().add(n);
-    });
+    child->add(courier::token("NAME"), [n = "the client's child '" + std::string(child_name) +
+                                            "'"](net::incoming& call) { call.reply().add(n); });
     return child;
   });
   return table;
@@ -215,11 +219,10 @@ TEST_CASE("arguments of fixed-size values are the items a frame writer makes of 
   CHECK(bytes_of(net::args(std::uint64_t{1} << 63)) == bytes_of(as_written(std::uint64_t{1} << 63)));
 
   // Past the inline bytes (six int64 are 54 bytes) the frame writer makes them, in a pool slot.
-  const auto six = net::args(std::int64_t{1}, std::int64_t{2}, std::int64_t{3}, std::int64_t{4}, std::int64_t{5},
-                             std::int64_t{6});
-  CHECK(bytes_of(six) ==
-        bytes_of(as_written(std::int64_t{1}, std::int64_t{2}, std::int64_t{3}, std::int64_t{4}, std::int64_t{5},
-                            std::int64_t{6})));
+  const auto six =
+      net::args(std::int64_t{1}, std::int64_t{2}, std::int64_t{3}, std::int64_t{4}, std::int64_t{5}, std::int64_t{6});
+  CHECK(bytes_of(six) == bytes_of(as_written(std::int64_t{1}, std::int64_t{2}, std::int64_t{3}, std::int64_t{4},
+                                             std::int64_t{5}, std::int64_t{6})));
 
   net::arguments copied(scalars);
   CHECK(bytes_of(copied) == expected);
@@ -368,7 +371,8 @@ TEST_CASE("child contexts opened by the client over a connection: the announced 
             [&](const courier::wire::items_ref& r) {
               auto items = r.items();
               auto v = items.read<std::int32_t>();
-              slow.set_value(v ? courier::result<std::int32_t>(*v) : courier::result<std::int32_t>(courier::error(courier::errc::protocol_error)));
+              slow.set_value(v ? courier::result<std::int32_t>(*v)
+                               : courier::result<std::int32_t>(courier::error(courier::errc::protocol_error)));
             },
             [&](const courier::error& e) { slow.set_value(e); });
     auto closed = a->close_wait(5s);
@@ -461,7 +465,8 @@ TEST_CASE("many calls in flight on parent and children from several threads are 
   CHECK(good.load() == 1200);
 }
 
-TEST_CASE("a child context opened from the server's side, with the client's services in it", "[net][contexts][children]") {
+TEST_CASE("a child context opened from the server's side, with the client's services in it",
+          "[net][contexts][children]") {
   courier_test::watchdog wd("server-side children", 60s);
   each_transport("ctxserverkids", [](const endpoint& at) {
     dynamic_server srv(at);
@@ -551,8 +556,11 @@ TEST_CASE("a context actor served over connections: one actor's state for every 
     if (!caller) return call.fail(courier::error(courier::errc::no_such_service, "a local caller serves nothing"));
     auto answer = std::make_shared<net::deferred_reply>(call.defer());
     caller.call(courier::token("NAME"), {}, 5s)
-        .then([answer](const courier::wire::items_ref& r) { answer->deliver([&](courier::wire::frame_writer& w) { w.add(string_of(r)); }); },
-              [answer](const courier::error& e) { answer->fail(e); });
+        .then(
+            [answer](const courier::wire::items_ref& r) {
+              answer->deliver([&](courier::wire::frame_writer& w) { w.add(string_of(r)); });
+            },
+            [answer](const courier::error& e) { answer->fail(e); });
   });
   auto context = net::serve_locally(sys, table);
   std::vector<endpoint> places{uds_at("ctxactor"), tcp_at()};
@@ -693,8 +701,9 @@ TEST_CASE("children of a context actor each run in an actor of their own: one bl
   REQUIRE(b->call_wait(courier::token("CNT_"), {}, 5s));
 }
 
-TEST_CASE("a client opens and closes 10,000 child contexts through context_ref: no descriptor, thread or memory left behind",
-          "[net][contexts][children][mass]") {
+TEST_CASE(
+    "a client opens and closes 10,000 child contexts through context_ref: no descriptor, thread or memory left behind",
+    "[net][contexts][children][mass]") {
   courier_test::watchdog wd("10,000 children", 180s);
 #if defined(COURIER_TEST_TSAN) || defined(__SANITIZE_ADDRESS__)
   constexpr int cycles = 1'000;  // the sanitizers slow each round trip; the full count runs in Release

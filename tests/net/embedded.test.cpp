@@ -5,10 +5,10 @@
 // system in this process.
 #include "courier/net/node.hpp"
 
-#include <catch2/catch.hpp>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <atomic>

@@ -56,7 +56,6 @@ namespace wire = courier::wire;
 
 using namespace courier_test::peers;
 
-
 TEST_CASE("a client that dies mid-frame: the server drops it and goes on serving", "[net][failure]") {
   courier_test::watchdog wd("dies mid-frame", 40s);
   each_transport("midframe", [](const endpoint& at) {
@@ -70,7 +69,7 @@ TEST_CASE("a client that dies mid-frame: the server drops it and goes on serving
       REQUIRE(raw.write(std::string_view(call).substr(0, call.size() / 2)));
       REQUIRE(srv.connections_become(2));
       CHECK(good.works(1, 1));  // the half frame waits in its own connection
-    }  // the raw peer closes with half a frame sent
+    }                           // the raw peer closes with half a frame sent
     CHECK(srv.connections_become(1));
     CHECK(good.works(3, 4));
   });
@@ -155,7 +154,8 @@ TEST_CASE("a spoiled call is answered with its own ERROR and the connection goes
   });
 }
 
-TEST_CASE("a frame past the size limit: fatal frame_too_large before its body, then a close", "[net][failure][limits]") {
+TEST_CASE("a frame past the size limit: fatal frame_too_large before its body, then a close",
+          "[net][failure][limits]") {
   courier_test::watchdog wd("too large", 40s);
   each_transport("toolarge", [](const endpoint& at) {
     auto cfg = short_config();
@@ -204,7 +204,8 @@ TEST_CASE("a second handshake gets unexpected_frame and a close", "[net][failure
   });
 }
 
-TEST_CASE("a client that connects and never speaks is dropped after the handshake time-out", "[net][failure][handshake]") {
+TEST_CASE("a client that connects and never speaks is dropped after the handshake time-out",
+          "[net][failure][handshake]") {
   courier_test::watchdog wd("silent", 40s);
   each_transport("silent", [](const endpoint& at) {
     server srv(at, short_config());  // handshake time-out 500 ms
@@ -408,7 +409,8 @@ TEST_CASE("a close that completes on the answer path ends the transport at once,
   });
 }
 
-TEST_CASE("a client that goes silent after the handshake is pinged, then dropped as dead", "[net][failure][keepalive]") {
+TEST_CASE("a client that goes silent after the handshake is pinged, then dropped as dead",
+          "[net][failure][keepalive]") {
   courier_test::watchdog wd("dead client", 40s);
   each_transport("dead", [](const endpoint& at) {
     auto cfg = short_config();
@@ -429,7 +431,6 @@ TEST_CASE("a client that goes silent after the handshake is pinged, then dropped
     CHECK(good.works());  // the good client answers pings: alive
   });
 }
-
 
 TEST_CASE("a server that sends garbage: the client's call fails with protocol_error, the connection ends",
           "[net][failure]") {
@@ -500,8 +501,10 @@ TEST_CASE("a blocking call to a server that never answers it returns at its dead
   }
 }
 
-TEST_CASE("a server that never reads: calls past the client's marks fail with mailbox_full, the rest with "
-          "connection_lost when it goes; none waits forever", "[net][failure][backpressure]") {
+TEST_CASE(
+    "a server that never reads: calls past the client's marks fail with mailbox_full, the rest with "
+    "connection_lost when it goes; none waits forever",
+    "[net][failure][backpressure]") {
   courier_test::watchdog wd("server never reads", 60s);
   each_transport("noread", [](const endpoint& at) {
     const std::string hello = raw_peer::handshake_bytes();
@@ -521,18 +524,22 @@ TEST_CASE("a server that never reads: calls past the client's marks fail with ma
     constexpr int calls = 20'000;
     std::atomic<int> full{0}, lost{0}, other{0};
     for (int i = 0; i < calls; ++i)
-      ref->request(add{i, 1}, 30s).then([&other](std::int32_t) { ++other; },
-                                       [&](const courier::error& e) {
-                                         if (e == errc::mailbox_full) ++full;
-                                         else if (e == errc::connection_lost) ++lost;
-                                         else ++other;
-                                       });
+      ref->request(add{i, 1}, 30s)
+          .then([&other](std::int32_t) { ++other; },
+                [&](const courier::error& e) {
+                  if (e == errc::mailbox_full)
+                    ++full;
+                  else if (e == errc::connection_lost)
+                    ++lost;
+                  else
+                    ++other;
+                });
     // At most max_in_flight calls wait for a reply; every other one is refused once the
     // connection has taken it from its mailbox.
     const int refused_at_least = calls - static_cast<int>(cfg.max_in_flight);
     CHECK(settles([&] { return full.load() >= refused_at_least; }));
     CHECK(full.load() + lost.load() + other.load() < calls);  // the rest wait
-    release.set_value();  // the server closes with everything unread
+    release.set_value();                                      // the server closes with everything unread
     CHECK(settles([&] { return full.load() + lost.load() + other.load() == calls; }));
     INFO("mailbox_full " << full.load() << ", connection_lost " << lost.load() << ", other " << other.load());
     CHECK(full.load() >= refused_at_least);
@@ -586,9 +593,10 @@ struct dead_letter_tally {
 
 }  // namespace
 
-TEST_CASE("a server that stops reading: past the outbound mark the client refuses sends and calls at the call, its "
-          "output stays bounded, and it takes them again once the server reads; every accepted send arrives",
-          "[net][failure][backpressure]") {
+TEST_CASE(
+    "a server that stops reading: past the outbound mark the client refuses sends and calls at the call, its "
+    "output stays bounded, and it takes them again once the server reads; every accepted send arrives",
+    "[net][failure][backpressure]") {
   courier_test::watchdog wd("refused at the call", 100s);
   each_transport("refuse", [](const endpoint& at) {
     const std::string hello = raw_peer::handshake_bytes();
@@ -657,7 +665,8 @@ TEST_CASE("a server that stops reading: past the outbound mark the client refuse
     const auto counted = net.counters(*ref);
     REQUIRE(counted);
     CHECK(counted->outbound_peak > cfg.outbound_high_water);
-    CHECK(counted->outbound_peak <= cfg.outbound_high_water + (cfg.mailbox_capacity + sys.settings().throughput) * 37 + 256);
+    CHECK(counted->outbound_peak <=
+          cfg.outbound_high_water + (cfg.mailbox_capacity + sys.settings().throughput) * 37 + 256);
 
     // The server reads again: the socket drains, a writable edge reaches the connection, its
     // output falls under half the mark, and sends are taken again.
@@ -694,7 +703,8 @@ TEST_CASE("a server that stops reading: past the outbound mark the client refuse
   });
 }
 
-TEST_CASE("a late reply and a reply for no call are dropped; the next call gets its own reply", "[net][failure][timeout]") {
+TEST_CASE("a late reply and a reply for no call are dropped; the next call gets its own reply",
+          "[net][failure][timeout]") {
   courier_test::watchdog wd("late reply", 40s);
   each_transport("late", [](const endpoint& at) {
     const std::string hello = raw_peer::handshake_bytes();
@@ -755,7 +765,8 @@ void open_and_close(server& srv, courier::net::node& client, int rounds) {
 
 }  // namespace
 
-TEST_CASE("1,000 remote connections opened and closed leave no descriptor, thread or connection", "[net][failure][leak]") {
+TEST_CASE("1,000 remote connections opened and closed leave no descriptor, thread or connection",
+          "[net][failure][leak]") {
   courier_test::watchdog wd("remote leak", 100s);
   each_transport("leak", [](const endpoint& at) {
     server srv(at, courier::net::connection_config{});  // no short time-out: a slow (sanitized) run must not drop one
@@ -846,8 +857,9 @@ courier::error kill_mid_call(courier::actor_ref<calc::api> ref, pid_t server_pid
   std::promise<courier::error> down;
   watch_sys.spawn<down_watcher>(ref, &down);
   std::promise<courier::error> failed;
-  ref.request(calc::slow{20'000, 1}, 30s).then([&failed](std::int32_t) { failed.set_value({}); },
-                                              [&failed](const courier::error& e) { failed.set_value(e); });
+  ref.request(calc::slow{20'000, 1}, 30s)
+      .then([&failed](std::int32_t) { failed.set_value({}); },
+            [&failed](const courier::error& e) { failed.set_value(e); });
   auto ok = ref.ask(calc::add{1, 2}, 5s);  // the slow call is on the server now
   REQUIRE(ok);
   REQUIRE(::kill(server_pid, SIGKILL) == 0);
@@ -872,7 +884,8 @@ courier::error kill_mid_call(courier::actor_ref<calc::api> ref, pid_t server_pid
 
 }  // namespace
 
-TEST_CASE("a server process SIGKILLed mid-call: connection_lost in bounded time over uds and tcp", "[net][failure][kill]") {
+TEST_CASE("a server process SIGKILLed mid-call: connection_lost in bounded time over uds and tcp",
+          "[net][failure][kill]") {
   courier_test::watchdog wd("kill uds tcp", 60s);
   for (const bool tcp : {false, true}) {
     INFO((tcp ? "tcp" : "uds"));
@@ -892,8 +905,10 @@ TEST_CASE("a server process SIGKILLed mid-call: connection_lost in bounded time 
     std::optional<courier::actor_ref<calc::api>> ref;
     const auto until = std::chrono::steady_clock::now() + 10s;
     while (!ref && std::chrono::steady_clock::now() < until) {
-      if (auto r = net.connect<calc::api>(where)) ref = *r;
-      else std::this_thread::sleep_for(20ms);
+      if (auto r = net.connect<calc::api>(where))
+        ref = *r;
+      else
+        std::this_thread::sleep_for(20ms);
     }
     REQUIRE(ref);
     kill_mid_call(*ref, pid);
@@ -916,14 +931,17 @@ TEST_CASE("a server process that stops answering (SIGSTOP): the call fails once 
   std::optional<courier::actor_ref<calc::api>> ref;
   const auto until = std::chrono::steady_clock::now() + 10s;
   while (!ref && std::chrono::steady_clock::now() < until) {
-    if (auto r = net.connect<calc::api>(where, cfg)) ref = *r;
-    else std::this_thread::sleep_for(20ms);
+    if (auto r = net.connect<calc::api>(where, cfg))
+      ref = *r;
+    else
+      std::this_thread::sleep_for(20ms);
   }
   REQUIRE(ref);
   REQUIRE(ref->ask(calc::add{1, 2}, 5s));
   std::promise<courier::error> failed;
-  ref->request(calc::slow{20'000, 1}, 30s).then([&failed](std::int32_t) { failed.set_value({}); },
-                                               [&failed](const courier::error& e) { failed.set_value(e); });
+  ref->request(calc::slow{20'000, 1}, 30s)
+      .then([&failed](std::int32_t) { failed.set_value({}); },
+            [&failed](const courier::error& e) { failed.set_value(e); });
   REQUIRE(::kill(pid, SIGSTOP) == 0);
   const auto t0 = std::chrono::steady_clock::now();
   auto call = failed.get_future();

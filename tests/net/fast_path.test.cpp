@@ -73,7 +73,8 @@ using sink_api = courier::interface<courier::unit(blob)>;
 
 class down_watcher : public courier::actor<down_watcher, courier::down> {
  public:
-  down_watcher(courier::actor_ref<api> target, std::promise<courier::error>* seen) : target_(std::move(target)), seen_(seen) {}
+  down_watcher(courier::actor_ref<api> target, std::promise<courier::error>* seen)
+      : target_(std::move(target)), seen_(seen) {}
   void on_start() { monitor(target_); }
   void on(const courier::down& d) {
     seen_->set_value(d.reason);
@@ -251,8 +252,8 @@ TEST_CASE("an ask that times out while its thread drives the connection leaves i
     REQUIRE_FALSE(r);
     CHECK(r.err() == errc::request_timeout);
     CHECK(took >= 100ms);
-    CHECK(took < 550ms);  // it gave up at its deadline, not when the reply came
-    CHECK(client.works());   // at once: the connection was handed back
+    CHECK(took < 550ms);                 // it gave up at its deadline, not when the reply came
+    CHECK(client.works());               // at once: the connection was handed back
     std::this_thread::sleep_for(700ms);  // the late reply arrives and is dropped
     CHECK(client.works());
     auto again = client.ref.ask(slow{20, 5}, 5s);
@@ -316,7 +317,8 @@ TEST_CASE("output to a peer that stops reading is written once it reads again", 
         for (;;) {  // whole frames: the handshake, then the sends
           if (in.size() - at_byte < wire::header_size) break;
           auto h = wire::parse_header(std::span<const std::byte, wire::header_size>(
-              reinterpret_cast<const std::byte*>(in.data() + at_byte), wire::header_size), wire::limits{});
+                                          reinterpret_cast<const std::byte*>(in.data() + at_byte), wire::header_size),
+                                      wire::limits{});
           if (!h) return;
           if (in.size() - at_byte < wire::header_size + h->body_length) break;
           at_byte += wire::header_size + h->body_length;
@@ -378,8 +380,9 @@ class local_service : public courier::actor<local_service, add, boom, later, ans
 
 }  // namespace
 
-TEST_CASE("the served actor's handler on the local call path: deferred replies, a throw stops the actor, not the connection",
-          "[net][fast_path]") {
+TEST_CASE(
+    "the served actor's handler on the local call path: deferred replies, a throw stops the actor, not the connection",
+    "[net][fast_path]") {
   courier_test::watchdog wd("fast path: local call path", 60s);
   each_transport("fp-local", [](const endpoint& at) {
     served_by<local_api, local_service> server(at);

@@ -101,7 +101,8 @@ struct dead_letter_count {
   std::atomic<std::uint64_t> full{0}, other{0};
   static void hook(const courier::dead_letter_info& info, void* self) {
     auto* c = static_cast<dead_letter_count*>(self);
-    (info.reason == courier::dead_letter_reason::mailbox_full ? c->full : c->other).fetch_add(1, std::memory_order_relaxed);
+    (info.reason == courier::dead_letter_reason::mailbox_full ? c->full : c->other)
+        .fetch_add(1, std::memory_order_relaxed);
   }
 };
 

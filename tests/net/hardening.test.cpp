@@ -51,7 +51,7 @@ std::string header_bytes(wire::kind k, std::uint32_t body_length, std::uint64_t 
                          std::string_view token = "ADD_") {
   std::string h(wire::header_size, '\0');
   std::memcpy(h.data(), "COUR", 4);
-  h[4] = 1;                                  // version
+  h[4] = 1;  // version
   h[5] = static_cast<char>(wire::header_size);
   h[6] = static_cast<char>(k);
   std::memcpy(h.data() + 8, &body_length, 4);
@@ -116,8 +116,7 @@ TEST_CASE("a first frame larger than a handshake is refused from its header, bef
   });
 }
 
-TEST_CASE("a call header announcing 16 MiB reserves no more than the bytes that arrived",
-          "[net][hardening][memory]") {
+TEST_CASE("a call header announcing 16 MiB reserves no more than the bytes that arrived", "[net][hardening][memory]") {
   courier_test::watchdog wd("call header large", 60s);
   each_transport("call-large", [](const endpoint& at) {
     courier::net::connection_config cfg;
@@ -131,7 +130,7 @@ TEST_CASE("a call header announcing 16 MiB reserves no more than the bytes that 
       REQUIRE(peers.back()->write(header_bytes(wire::kind::call, 16'777'184 - 64, 1)));
     }
     REQUIRE(srv.connections_become(40));
-    std::this_thread::sleep_for(200ms);  // the headers have been read
+    std::this_thread::sleep_for(200ms);          // the headers have been read
     CHECK(vm_size_kib() - before < 128 * 1024);  // 40 x 16 MiB would be 640 MiB
     good_client good(srv.where);
     CHECK(good.works());
@@ -411,8 +410,9 @@ TEST_CASE("an orderly stop answers the calls in flight, refuses later ones, then
     for (std::int32_t i = 0; i < 5; ++i) {
       auto* answer = &answers[static_cast<std::size_t>(i)];
       calls.push_back(answer->get_future());
-      good.ref.request(slow{300, i}, 5s).then([answer](std::int32_t v) { answer->set_value(v); },
-                                              [answer](const courier::error& e) { answer->set_value(e); });
+      good.ref.request(slow{300, i}, 5s)
+          .then([answer](std::int32_t v) { answer->set_value(v); },
+                [answer](const courier::error& e) { answer->set_value(e); });
     }
     // The calls are on the server: the stream is ordered, so the answer to a call made after
     // them means the server has read them (a fixed sleep was not enough on a loaded machine).
@@ -432,7 +432,8 @@ TEST_CASE("an orderly stop answers the calls in flight, refuses later ones, then
   });
 }
 
-TEST_CASE("a call in a context that is not open gets 258 no_such_context; a context_open gets 274", "[net][hardening][contexts]") {
+TEST_CASE("a call in a context that is not open gets 258 no_such_context; a context_open gets 274",
+          "[net][hardening][contexts]") {
   courier_test::watchdog wd("no such context", 30s);
   each_transport("ctx", [](const endpoint& at) {
     server srv(at, short_config());
@@ -454,8 +455,9 @@ TEST_CASE("a call in a context that is not open gets 258 no_such_context; a cont
     CHECK(g->tid == 12);
     // A server that announced no children answers an open with 274, with the open's transaction id.
     wire::out_buffer open;
-    REQUIRE(wire::frame_writer(open, wire::frame_header{1, wire::kind::context_open, 0, 0, courier::token("CHLD"), 13, 1})
-                .finish());
+    REQUIRE(
+        wire::frame_writer(open, wire::frame_header{1, wire::kind::context_open, 0, 0, courier::token("CHLD"), 13, 1})
+            .finish());
     REQUIRE(raw.write(open));
     auto h = raw.next();
     REQUIRE(h);
@@ -465,7 +467,8 @@ TEST_CASE("a call in a context that is not open gets 258 no_such_context; a cont
   });
 }
 
-TEST_CASE("a server describes what it serves: $SVC lists each service with its signatures", "[net][hardening][reflection]") {
+TEST_CASE("a server describes what it serves: $SVC lists each service with its signatures",
+          "[net][hardening][reflection]") {
   courier_test::watchdog wd("reflection", 30s);
   each_transport("svc", [](const endpoint& at) {
     server srv(at, short_config());
@@ -572,7 +575,8 @@ struct go {};
 // server's handshake has arrived: both calls are encoded while the peer's limits are unknown.
 class early_caller : public courier::actor<early_caller, go> {
  public:
-  early_caller(courier::net::node* net, endpoint where, call_results* out) : net_(net), where_(std::move(where)), out_(out) {}
+  early_caller(courier::net::node* net, endpoint where, call_results* out)
+      : net_(net), where_(std::move(where)), out_(out) {}
   void on(const go&) {}
   void on_start() {
     auto ref = net_->connect<padded_api>(where_);
@@ -585,8 +589,9 @@ class early_caller : public courier::actor<early_caller, go> {
     big.pad.assign(100'000, 'x');
     ref->request(big, 5s).then([this](std::int32_t) { out_->big.set_value({}); },
                                [this](const courier::error& e) { out_->big.set_value(e); });
-    ref->request(slow{0, 5}, 5s).then([this](std::int32_t v) { out_->small.set_value(v); },
-                                      [this](const courier::error& e) { out_->small.set_value(e); });
+    ref->request(slow{0, 5}, 5s)
+        .then([this](std::int32_t v) { out_->small.set_value(v); },
+              [this](const courier::error& e) { out_->small.set_value(e); });
   }
 
  private:
@@ -719,7 +724,8 @@ int wait_exit(pid_t pid, std::chrono::milliseconds limit) {
   const auto until = std::chrono::steady_clock::now() + limit;
   for (;;) {
     int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (::waitpid(pid, &status, WNOHANG) == pid)
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (std::chrono::steady_clock::now() > until) {
       ::kill(pid, SIGKILL);
       ::waitpid(pid, &status, 0);
@@ -876,8 +882,9 @@ TEST_CASE("SIGTERM with slow calls in flight: the calc server answers them befor
   for (std::int32_t i = 0; i < 3; ++i) {
     auto* answer = &answers[static_cast<std::size_t>(i)];
     calls.push_back(answer->get_future());
-    calc->request(calc::slow{400, i}, 5s).then([answer](std::int32_t v) { answer->set_value(v); },
-                                               [answer](const courier::error& e) { answer->set_value(e); });
+    calc->request(calc::slow{400, i}, 5s)
+        .then([answer](std::int32_t v) { answer->set_value(v); },
+              [answer](const courier::error& e) { answer->set_value(e); });
   }
   // The answer to a call made after them says the server has read them (the stream is ordered).
   REQUIRE(calc->ask(calc::add{1, 2}, 5s));
@@ -966,7 +973,8 @@ namespace {
 
 class down_seen : public courier::actor<down_seen, courier::down> {
  public:
-  down_seen(courier::actor_ref<api> target, std::promise<courier::error>* out) : target_(std::move(target)), out_(out) {}
+  down_seen(courier::actor_ref<api> target, std::promise<courier::error>* out)
+      : target_(std::move(target)), out_(out) {}
   void on_start() { monitor(target_); }
   void on(const courier::down& d) {
     out_->set_value(d.reason);
@@ -980,8 +988,7 @@ class down_seen : public courier::actor<down_seen, courier::down> {
 
 }  // namespace
 
-TEST_CASE("down and later calls carry the reason the connection was lost, with its text",
-          "[net][hardening][down]") {
+TEST_CASE("down and later calls carry the reason the connection was lost, with its text", "[net][hardening][down]") {
   courier_test::watchdog wd("down text", 30s);
   each_transport("downtext", [](const endpoint& at) {
     const std::string hello = raw_peer::handshake_bytes();
@@ -1010,7 +1017,8 @@ TEST_CASE("down and later calls carry the reason the connection was lost, with i
   });
 }
 
-TEST_CASE("a pipe 'server' that echoes our bytes (cat) is refused: the handshake is our own", "[net][hardening][pipe]") {
+TEST_CASE("a pipe 'server' that echoes our bytes (cat) is refused: the handshake is our own",
+          "[net][hardening][pipe]") {
   courier_test::watchdog wd("reflected", 30s);
   courier::system sys;
   courier::net::node net{sys};
@@ -1053,8 +1061,9 @@ TEST_CASE("a pipe server slow to exit never blocks a worker: its exit arrives th
   auto ref = net.connect<api>(where, cfg);
   REQUIRE(ref);
   std::promise<courier::error> failed;
-  ref->request(add{1, 2}, 5s).then([&failed](std::int32_t) { failed.set_value({}); },
-                                   [&failed](const courier::error& e) { failed.set_value(e); });
+  ref->request(add{1, 2}, 5s)
+      .then([&failed](std::int32_t) { failed.set_value({}); },
+            [&failed](const courier::error& e) { failed.set_value(e); });
   // Meanwhile the one worker answers at once: nothing waits on the child.
   const auto t0 = std::chrono::steady_clock::now();
   std::chrono::steady_clock::duration slowest{};

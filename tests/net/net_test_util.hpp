@@ -52,9 +52,12 @@ inline std::string read_exactly(const courier::net::socket& s, std::size_t count
     char buffer[4096];
     const std::size_t want = count - text.size() < sizeof buffer ? count - text.size() : sizeof buffer;
     const auto got = courier::net::read_some(s, std::as_writable_bytes(std::span<char>(buffer, want)));
-    if (got.status == courier::net::io_result::ok) text.append(buffer, got.bytes);
-    else if (got.status == courier::net::io_result::would_block) wait_for(s.fd(), POLLIN, std::chrono::milliseconds(100));
-    else break;
+    if (got.status == courier::net::io_result::ok)
+      text.append(buffer, got.bytes);
+    else if (got.status == courier::net::io_result::would_block)
+      wait_for(s.fd(), POLLIN, std::chrono::milliseconds(100));
+    else
+      break;
   }
   return text;
 }

@@ -10,8 +10,8 @@
 
 using courier::errc;
 using courier::net::endpoint;
-using courier::net::transport_kind;
 using courier::net::parse_options;
+using courier::net::transport_kind;
 
 namespace {
 
@@ -228,8 +228,8 @@ TEST_CASE("options: a server's usage is a server's, it refuses '@', and has the 
   CHECK(at.err().text.find("is for clients") != std::string::npos);
   CHECK_FALSE(parse({"--max-connections", "3"}));  // a client has no such option
 
-  auto r = parse_server({"--uds", "--file", "/tmp/s.sock", "--max-connections", "64", "--max-memory", "1048576",
-                         "--max-frame", "65536"});
+  auto r = parse_server(
+      {"--uds", "--file", "/tmp/s.sock", "--max-connections", "64", "--max-memory", "1048576", "--max-frame", "65536"});
   REQUIRE(r);
   CHECK(r->max_connections == 64);
   CHECK(r->max_memory == 1048576);

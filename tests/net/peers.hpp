@@ -311,7 +311,6 @@ inline void check_fatal(raw_peer& peer, wire::errc code, std::chrono::millisecon
   CHECK(last.code == static_cast<std::uint32_t>(code));
 }
 
-
 // A one-connection peer for a client to connect to: `serve` runs on its own thread with the
 // accepted socket (no REQUIRE there: Catch's assertions belong to the test's thread).
 struct raw_server {

@@ -172,8 +172,12 @@ TEST_CASE("reactor: an event collected for a descriptor number that was removed 
     newcomer.drain = false;
     REQUIRE(r.add(replacement->first.fd(), EPOLLIN | EPOLLOUT, &newcomer));
   };
-  h1.also = [&] { if (!replacement) swap_out(p2->second); };
-  h2.also = [&] { if (!replacement) swap_out(p1->second); };
+  h1.also = [&] {
+    if (!replacement) swap_out(p2->second);
+  };
+  h2.also = [&] {
+    if (!replacement) swap_out(p1->second);
+  };
   REQUIRE(r.add(p1->second.fd(), EPOLLIN, &h1));
   REQUIRE(r.add(p2->second.fd(), EPOLLIN, &h2));
   send_byte(p1->first);

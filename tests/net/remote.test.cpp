@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -13,7 +14,6 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
-#include <unistd.h>
 #include <vector>
 
 #include "courier/actor.hpp"
@@ -161,7 +161,8 @@ outcome run_scenarios(const courier::actor_ref<api>& ref) {
   auto tot = ref.ask(total{}, 5s);
   o.total_after_sends = tot ? *tot : -1;
   std::promise<std::int32_t> p;
-  ref.request(add{1, 2}, 5s).then([&p](std::int32_t v) { p.set_value(v); }, [&p](const courier::error&) { p.set_value(-1); });
+  ref.request(add{1, 2}, 5s)
+      .then([&p](std::int32_t v) { p.set_value(v); }, [&p](const courier::error&) { p.set_value(-1); });
   auto fut = p.get_future();
   o.callback_sum = fut.wait_for(5s) == std::future_status::ready ? fut.get() : -2;
   std::string big(100'000, 'z');
@@ -239,7 +240,8 @@ TEST_CASE("an unknown token is answered with no_such_service", "[net][remote]") 
 namespace {
 class watcher : public courier::actor<watcher, courier::down> {
  public:
-  watcher(courier::actor_ref<api> target, std::promise<courier::error>* seen) : target_(std::move(target)), seen_(seen) {}
+  watcher(courier::actor_ref<api> target, std::promise<courier::error>* seen)
+      : target_(std::move(target)), seen_(seen) {}
   void on_start() { monitor(target_); }
   void on(const courier::down& d) {
     seen_->set_value(d.reason);
@@ -252,7 +254,8 @@ class watcher : public courier::actor<watcher, courier::down> {
 };
 }  // namespace
 
-TEST_CASE("a monitor on a remote ref fires down when the connection is lost; calls in flight fail", "[net][remote][monitor]") {
+TEST_CASE("a monitor on a remote ref fires down when the connection is lost; calls in flight fail",
+          "[net][remote][monitor]") {
   courier_test::watchdog wd("remote monitor", 30s);
   auto srv = std::make_unique<server>(uds_endpoint("monitor"));
   courier::system client_sys;
@@ -262,8 +265,9 @@ TEST_CASE("a monitor on a remote ref fires down when the connection is lost; cal
   std::promise<courier::error> seen;
   client_sys.spawn<watcher>(*ref, &seen);
   std::promise<courier::error> in_flight;
-  ref->request(later{10'000, 1}, 20s).then([&in_flight](std::int32_t) { in_flight.set_value({}); },
-                                          [&in_flight](const courier::error& e) { in_flight.set_value(e); });
+  ref->request(later{10'000, 1}, 20s)
+      .then([&in_flight](std::int32_t) { in_flight.set_value({}); },
+            [&in_flight](const courier::error& e) { in_flight.set_value(e); });
   std::this_thread::sleep_for(50ms);  // the call reaches the server
   const auto t0 = std::chrono::steady_clock::now();
   srv->net.stop(200ms);  // the server goes away, after a short grace for the call in flight
@@ -333,8 +337,9 @@ struct dead_letter_log {
 };
 }  // namespace
 
-TEST_CASE("a one-way send past the peer's frame limit is a dead letter (invalid_argument), counted; the connection goes on",
-          "[net][remote][limits]") {
+TEST_CASE(
+    "a one-way send past the peer's frame limit is a dead letter (invalid_argument), counted; the connection goes on",
+    "[net][remote][limits]") {
   courier_test::watchdog wd("send past the limit", 30s);
   courier::net::connection_config cfg;
   cfg.limits.max_frame_size = 65536;
@@ -350,7 +355,7 @@ TEST_CASE("a one-way send past the peer's frame limit is a dead letter (invalid_
   const std::size_t fits = 65536 - 32 - 5;
   CHECK(ref->send(blob{std::string(fits, 'a')}));      // one-way: its reply is not asked for
   CHECK(ref->send(blob{std::string(fits + 1, 'a')}));  // taken into the mailbox; cannot be encoded
-  auto after = ref->ask(add{2, 2}, 10s);  // behind both sends: they have been handled by now
+  auto after = ref->ask(add{2, 2}, 10s);               // behind both sends: they have been handled by now
   REQUIRE(after);
   CHECK(*after == 4);
   REQUIRE(client.counters(*ref));

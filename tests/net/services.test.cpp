@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -12,7 +13,6 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <unistd.h>
 #include <vector>
 
 #include "courier/fields.hpp"
@@ -98,18 +98,24 @@ struct answerers {
 
 std::shared_ptr<net::service_table> make_services(std::atomic<int>& bumps, answerers& later_threads) {
   auto t = std::make_shared<net::service_table>();
-  t->add(courier::token("HELO"), [](net::incoming& call) {
-     auto name = call.read<std::string_view>();
-     if (name) call.reply().add("hello " + std::string(*name));
-   }, {"(string name)", "string", "says hello"});
-  t->add(courier::token("SUM_"), [](net::incoming& call) {
-     wire::reader& items = call.items();
-     std::int64_t total = 0;
-     if (!items.begin_list()) return call.fail(courier::error(errc::invalid_argument, "SUM_ takes a list of int32"));
-     while (items.peek() == wire::item_type::int32) total += *items.read<std::int32_t>();
-     if (!items.end_list()) return call.fail(courier::error(errc::invalid_argument, "SUM_ takes a list of int32"));
-     call.reply().add(total);
-   }, {"(list of int32 values)", "int64", ""});
+  t->add(courier::token("HELO"),
+         [](net::incoming& call) {
+           auto name = call.read<std::string_view>();
+           if (name) call.reply().add("hello " + std::string(*name));
+         },
+         {"(string name)", "string", "says hello"});
+  t->add(courier::token("SUM_"),
+         [](net::incoming& call) {
+           wire::reader& items = call.items();
+           std::int64_t total = 0;
+           if (!items.begin_list())
+             return call.fail(courier::error(errc::invalid_argument, "SUM_ takes a list of int32"));
+           while (items.peek() == wire::item_type::int32) total += *items.read<std::int32_t>();
+           if (!items.end_list())
+             return call.fail(courier::error(errc::invalid_argument, "SUM_ takes a list of int32"));
+           call.reply().add(total);
+         },
+         {"(list of int32 values)", "int64", ""});
   t->add(courier::token("LATE"), [&later_threads](net::incoming& call) {
     const auto delay = call.read<std::int32_t>();
     const auto value = call.read<std::int32_t>();
@@ -207,8 +213,9 @@ TEST_CASE("a dynamic service may defer its reply; a deferred reply dropped unans
   CHECK(dropped.err() == errc::broken_promise);
 }
 
-TEST_CASE("a throwing handler fails its call with handler_failed; sends run the service; the catch-all answers the rest",
-          "[net][services]") {
+TEST_CASE(
+    "a throwing handler fails its call with handler_failed; sends run the service; the catch-all answers the rest",
+    "[net][services]") {
   courier_test::watchdog wd("dynamic misc", 30s);
   served s("misc");
   client<> c(s.where);
@@ -233,11 +240,25 @@ TEST_CASE("many deferred and immediate dynamic calls at once are each answered o
   std::atomic<int> right{0}, wrong{0}, done{0};
   for (int i = 0; i < calls; ++i) {
     c.ref.request(later{i % 3, i}, 10s)
-        .then([&, i](std::int32_t v) { (v == i ? right : wrong).fetch_add(1); done.fetch_add(1); },
-              [&](const courier::error&) { wrong.fetch_add(1); done.fetch_add(1); });
+        .then(
+            [&, i](std::int32_t v) {
+              (v == i ? right : wrong).fetch_add(1);
+              done.fetch_add(1);
+            },
+            [&](const courier::error&) {
+              wrong.fetch_add(1);
+              done.fetch_add(1);
+            });
     c.ref.request(hello{std::to_string(i)}, 10s)
-        .then([&, i](const std::string& v) { (v == "hello " + std::to_string(i) ? right : wrong).fetch_add(1); done.fetch_add(1); },
-              [&](const courier::error&) { wrong.fetch_add(1); done.fetch_add(1); });
+        .then(
+            [&, i](const std::string& v) {
+              (v == "hello " + std::to_string(i) ? right : wrong).fetch_add(1);
+              done.fetch_add(1);
+            },
+            [&](const courier::error&) {
+              wrong.fetch_add(1);
+              done.fetch_add(1);
+            });
   }
   const auto until = std::chrono::steady_clock::now() + 30s;
   while (done.load() < 2 * calls && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(5ms);
@@ -268,8 +289,8 @@ struct noted {
   static constexpr courier::token token{"NTED"};
   COURIER_FIELDS();
 };
-using typed_api = courier::interface<std::int32_t(add), std::int32_t(divide), void(note), std::int32_t(noted),
-                                     std::string(hello)>;
+using typed_api =
+    courier::interface<std::int32_t(add), std::int32_t(divide), void(note), std::int32_t(noted), std::string(hello)>;
 
 std::shared_ptr<net::service_table> mixed_services(std::atomic<int>& notes) {
   auto t = std::make_shared<net::service_table>();
@@ -374,7 +395,5 @@ TEST_CASE("typed services in a table: a typed client and a call by token reach t
     REQUIRE(ctx);
     check_typed_by_token(*ctx);
   }
-  SECTION("by token, locally") {
-    check_typed_by_token(net::serve_locally(sys, services));
-  }
+  SECTION("by token, locally") { check_typed_by_token(net::serve_locally(sys, services)); }
 }

@@ -4,7 +4,6 @@
 // counts sessions against --max-connections, reaps or joins them, and stops in order on SIGTERM
 // (the socket file removed, every session process gone); a process with a running system is
 // refused the fork mode with a clear error. The log (--debug, --silent) tells what happened.
-#include <catch2/catch.hpp>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -12,6 +11,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -71,7 +71,8 @@ net::context_ref first_served_session(net::node& node, const net::endpoint& wher
 }
 
 /// The test server in `mode` on `transport`, once it accepts connections.
-started_server start_server(const std::string& mode, net::transport_kind transport, std::vector<std::string> extra = {}) {
+started_server start_server(const std::string& mode, net::transport_kind transport,
+                            std::vector<std::string> extra = {}) {
   net::endpoint where;
   where.kind = transport;
   std::vector<std::string> command{COURIER_TEST_SESSION_MODES_SERVER, "--silent", "--" + mode};
@@ -141,8 +142,10 @@ TEST_CASE("--fork and --spawn run each session in a process of its own, and one 
       auto items = peer->items();
       CHECK(*items.read<std::string_view>() == net::to_string(transport));
       const std::string address(*items.read<std::string_view>());
-      if (transport == net::transport_kind::uds) CHECK(address.find("pid " + std::to_string(::getpid())) == 0);
-      else CHECK(address.rfind("127.0.0.1:", 0) == 0);
+      if (transport == net::transport_kind::uds)
+        CHECK(address.find("pid " + std::to_string(::getpid())) == 0);
+      else
+        CHECK(address.rfind("127.0.0.1:", 0) == 0);
 
       // A session that aborts ends its own process and connection only.
       auto crashed = a->call_wait(courier::token("ABRT"), {}, 5s);
@@ -246,8 +249,8 @@ started_server start_limited_server(const std::string& prefix, const std::string
   net::endpoint where;
   where.kind = net::transport_kind::uds;
   where.file = courier_test::temp_socket_path("limited");
-  std::string line = sanitizer_settings_for_limits() + prefix + " exec " + wrapper + " " + COURIER_TEST_SESSION_MODES_SERVER + " --silent --" + mode +
-                     " --uds --file " + where.file;
+  std::string line = sanitizer_settings_for_limits() + prefix + " exec " + wrapper + " " +
+                     COURIER_TEST_SESSION_MODES_SERVER + " --silent --" + mode + " --uds --file " + where.file;
   for (const auto& o : extra) line.append(" ").append(o);
   return launch({"/bin/sh", "-c", line}, std::move(where));
 }
@@ -268,7 +271,8 @@ void serves_again(const started_server& server) {
 
 }  // namespace
 
-TEST_CASE("a session that cannot get its descriptors is refused with 260 and why; the server goes on", "[modes][limits]") {
+TEST_CASE("a session that cannot get its descriptors is refused with 260 and why; the server goes on",
+          "[modes][limits]") {
   courier_test::watchdog wd{"session modes: out of descriptors", 90s};
 #ifdef __SANITIZE_ADDRESS__
   // UBSan checks a vptr it has not seen by probing the object's memory through a pipe of its own
@@ -304,11 +308,11 @@ TEST_CASE("a session that cannot get a thread or a process is refused with 260 a
   }
   for (const std::string mode : {"thread", "fork", "spawn"}) {
     INFO(mode);
-    started_server server = start_limited_server(
-        "", "prlimit --nproc=8:8 setpriv --reuid=nobody --regid=nogroup --clear-groups", mode,
-        mode == "thread" ? std::vector<std::string>{"--kept-threads", "0"}
-        : mode == "fork" ? std::vector<std::string>{"--kept-processes", "0"}
-                         : std::vector<std::string>{});
+    started_server server =
+        start_limited_server("", "prlimit --nproc=8:8 setpriv --reuid=nobody --regid=nogroup --clear-groups", mode,
+                             mode == "thread" ? std::vector<std::string>{"--kept-threads", "0"}
+                             : mode == "fork" ? std::vector<std::string>{"--kept-processes", "0"}
+                                              : std::vector<std::string>{});
     {
       std::vector<std::unique_ptr<courier_test::peers::raw_peer>> peers;
       const first_frames seen = open_silent(server.where, 20, peers, "out of threads or processes");
@@ -358,15 +362,17 @@ TEST_CASE("--thread runs each session on a thread of its own: a handler that blo
     CHECK(pid_of(*a) == server.process.pid());  // one process,
     CHECK(pid_of(*b) == server.process.pid());
     const auto tid_a = tid_of(*a), tid_b = tid_of(*b);
-    CHECK(tid_a != tid_b);  // a thread each,
+    CHECK(tid_a != tid_b);                 // a thread each,
     CHECK(tid_a != server.process.pid());  // neither the acceptor's
     auto peer = a->call_wait(courier::token("PEER"), {}, 5s);
     REQUIRE(peer);
     auto items = peer->items();
     CHECK(*items.read<std::string_view>() == net::to_string(transport));
     const std::string address(*items.read<std::string_view>());
-    if (transport == net::transport_kind::uds) CHECK(address.find("pid " + std::to_string(::getpid())) == 0);
-    else CHECK(address.rfind("127.0.0.1:", 0) == 0);
+    if (transport == net::transport_kind::uds)
+      CHECK(address.find("pid " + std::to_string(::getpid())) == 0);
+    else
+      CHECK(address.rfind("127.0.0.1:", 0) == 0);
 
     // a's handler blocks its thread for 0.8 s; b's session, and a new one, answer meanwhile.
     std::atomic<bool> blocked_answered{false};
@@ -447,8 +453,7 @@ std::int64_t first_waiting_thread(const std::string& log) {
 
 }  // namespace
 
-TEST_CASE("--thread keeps --kept-threads threads whose session ended for the next sessions; 0 keeps none",
-          "[modes]") {
+TEST_CASE("--thread keeps --kept-threads threads whose session ended for the next sessions; 0 keeps none", "[modes]") {
   courier_test::watchdog wd{"session modes: kept threads", 60s};
   courier::system sys;
   net::node node(sys);
@@ -465,8 +470,7 @@ TEST_CASE("--thread keeps --kept-threads threads whose session ended for the nex
     // The readiness probe's session may have kept its thread first: the first thread said to wait
     // is the kept one.
     std::int64_t first = 0;
-    REQUIRE(courier_test::eventually([&] { return (first = first_waiting_thread(read_file(log_file))) != 0; },
-                                     20s));
+    REQUIRE(courier_test::eventually([&] { return (first = first_waiting_thread(read_file(log_file))) != 0; }, 20s));
     for (int i = 0; i < 3; ++i) {
       INFO("session " << i);
       REQUIRE(courier_test::eventually([&] { return waits_of(first) >= i + 1; }, 20s));
@@ -488,8 +492,7 @@ TEST_CASE("--thread keeps --kept-threads threads whose session ended for the nex
   node.stop();
 }
 
-TEST_CASE("over pipe a session server serves its one session on the main thread; --pool on the workers",
-          "[modes]") {
+TEST_CASE("over pipe a session server serves its one session on the main thread; --pool on the workers", "[modes]") {
   courier_test::watchdog wd{"session modes: pipe", 30s};
   courier::system sys;
   net::node node(sys);
@@ -504,15 +507,16 @@ TEST_CASE("over pipe a session server serves its one session on the main thread;
     const auto pid = pid_of(*session);
     CHECK(pid != ::getpid());
     // The main thread's id is the process's.
-    if (pool) CHECK(tid_of(*session) != pid);
-    else CHECK(tid_of(*session) == pid);
+    if (pool)
+      CHECK(tid_of(*session) != pid);
+    else
+      CHECK(tid_of(*session) == pid);
     CHECK(session->close_wait(5s));
   }
   node.stop();
 }
 
-TEST_CASE("a plain thread that closes a pipe session sleeps while the server process finishes exiting",
-          "[modes]") {
+TEST_CASE("a plain thread that closes a pipe session sleeps while the server process finishes exiting", "[modes]") {
   courier_test::watchdog wd{"session modes: pipe close waits for the exit", 30s};
   courier::system sys;
   net::node node(sys);
@@ -539,7 +543,7 @@ TEST_CASE("a plain thread that closes a pipe session sleeps while the server pro
   using milliseconds = std::chrono::duration<double, std::milli>;
   INFO("waited " << milliseconds(waited).count() << " ms, on the CPU " << milliseconds(busy).count() << " ms");
   CHECK(waited >= std::chrono::milliseconds(linger_ms / 2));  // the wait this test is about took place
-  CHECK(busy * 4 < waited);  // not polling a hung-up socket all along
+  CHECK(busy * 4 < waited);                                   // not polling a hung-up socket all along
   node.stop();
 }
 
@@ -775,7 +779,8 @@ TEST_CASE("the log tells of connections, sessions and refusals, as --debug and -
   }
 }
 
-TEST_CASE("connections waiting in the backlog when the acceptor stops are told it is shutting down", "[modes][signals]") {
+TEST_CASE("connections waiting in the backlog when the acceptor stops are told it is shutting down",
+          "[modes][signals]") {
   courier_test::watchdog wd{"session modes: backlog at SIGTERM", 120s};
   for (const std::string mode : {"thread", "fork", "spawn"}) {
     INFO(mode);
@@ -796,12 +801,14 @@ TEST_CASE("connections waiting in the backlog when the acceptor stops are told i
     std::string seen;
     for (auto& p : peers) {
       auto f = p->next(10s);
-      if (f && f->kind == courier::wire::kind::error && f->code == 260 && f->text.find("shutting down") != std::string::npos)
+      if (f && f->kind == courier::wire::kind::error && f->code == 260 &&
+          f->text.find("shutting down") != std::string::npos)
         ++told;
       else if (!f)
         seen += p->at_eof() ? "end of stream; " : "nothing; ";
       else
-        seen += "kind " + std::to_string(static_cast<int>(f->kind)) + " code " + std::to_string(f->code) + " " + f->text + "; ";
+        seen += "kind " + std::to_string(static_cast<int>(f->kind)) + " code " + std::to_string(f->code) + " " +
+                f->text + "; ";
     }
     CHECK(server.process.wait(courier_test::scaled(10s)) == 0);
     INFO("not told: " << seen);
@@ -819,7 +826,8 @@ TEST_CASE("a silent connection's handshake time-out counts from its accept, not 
   // the session's start it would be held 8 s. The three servers run side by side.
   std::vector<std::pair<std::string, started_server>> servers;
   for (const std::string mode : {"thread", "fork", "spawn"})
-    servers.emplace_back(mode, start_limited_server("export COURIER_TEST_SLOW_START_MS=5000;", "", mode, {"--timeout", "3"}));
+    servers.emplace_back(mode,
+                         start_limited_server("export COURIER_TEST_SLOW_START_MS=5000;", "", mode, {"--timeout", "3"}));
   std::vector<std::unique_ptr<courier_test::peers::raw_peer>> silent;
   const auto connected = std::chrono::steady_clock::now();
   for (auto& [mode, server] : servers) silent.push_back(std::make_unique<courier_test::peers::raw_peer>(server.where));
@@ -827,7 +835,8 @@ TEST_CASE("a silent connection's handshake time-out counts from its accept, not 
     INFO(servers[i].first);
     std::vector<courier_test::peers::frame> seen;
     REQUIRE(silent[i]->wait_eof(20s, &seen));
-    const auto held = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - connected);
+    const auto held =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - connected);
     INFO("held " << held.count() << " ms");
     CHECK(held < 7900ms);  // from the session's start: 8 s and more
     REQUIRE_FALSE(seen.empty());
@@ -847,7 +856,8 @@ struct sleep_call {  // SLEP: blocks the session's thread for `ms`
   auto fields() const { return std::tie(ms); }
 };
 
-TEST_CASE("a session that ends a little after its grace is waited for, not killed or called stuck", "[modes][signals]") {
+TEST_CASE("a session that ends a little after its grace is waited for, not killed or called stuck",
+          "[modes][signals]") {
   courier_test::watchdog wd{"session modes: the whole grace", 90s};
   for (const std::string mode : {"fork", "spawn"}) {
     INFO(mode);
@@ -907,7 +917,8 @@ struct server_footprint {
 
 server_footprint footprint_of(pid_t pid) {
   const std::string proc = "/proc/" + std::to_string(pid);
-  return {courier_test::directory_entries(proc + "/fd"), courier_test::directory_entries(proc + "/task"), children_of(pid), resident_kib(pid)};
+  return {courier_test::directory_entries(proc + "/fd"), courier_test::directory_entries(proc + "/task"),
+          children_of(pid), resident_kib(pid)};
 }
 
 }  // namespace
@@ -1020,8 +1031,10 @@ TEST_CASE("mass: thread, fork and spawn sessions by the thousand, hundreds at on
         std::this_thread::sleep_for(10ms);
       CHECK(answered.load() == p.at_once);
       busy.push_back(footprint_of(pid));
-      if (thread_mode) CHECK(busy.back().threads == acceptor_threads + p.at_once);
-      else CHECK(busy.back().children == p.at_once);  // the kept ones among them
+      if (thread_mode)
+        CHECK(busy.back().threads == acceptor_threads + p.at_once);
+      else
+        CHECK(busy.back().children == p.at_once);  // the kept ones among them
       for (const net::context_ref& c : open) (void)c.close();
       open.clear();
       after.push_back(settled(idle));
@@ -1044,8 +1057,8 @@ TEST_CASE("mass: thread, fork and spawn sessions by the thousand, hundreds at on
 #endif
     WARN(p.mode << ": resident memory idle " << idle.resident << " KiB, after " << p.sequential << " in sequence "
                 << after_sequence.resident << " KiB, " << p.at_once << " at once " << busy[0].resident << " KiB, after "
-                << after[0].resident << " KiB, a second round " << busy[1].resident << " KiB, after " << after[1].resident
-                << " KiB");
+                << after[0].resident << " KiB, a second round " << busy[1].resident << " KiB, after "
+                << after[1].resident << " KiB");
     CHECK(one());  // still serving
     server.process.kill(SIGTERM);
     CHECK(server.process.wait(10s) == 0);

@@ -4,12 +4,12 @@
 // milliseconds it is given (SLEP), one that aborts its process (ABRT) and one that makes the process
 // wait the milliseconds it is given after its sessions ended before it exits (LNGR). With
 // COURIER_TEST_SLOW_START_MS in its environment, each session's serve callback first sleeps that long.
+#include <sys/resource.h>
+#include <unistd.h>
 #include <courier/courier.hpp>
 #include <courier/net/server.hpp>
 #include <courier/net/services.hpp>
 #include <courier/net/session.hpp>
-#include <sys/resource.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -32,37 +32,41 @@ int main(int argc, char** argv) {
     // A session that is slow to start (a loaded host, a program with much to set up).
     if (const char* ms = std::getenv("COURIER_TEST_SLOW_START_MS"))
       std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(ms)));
-    return s.net.serve_sessions([](const net::peer_info& peer, net::context_ref) {
-      auto table = std::make_shared<net::service_table>();
-      table->add(courier::token("PID_"), [](net::incoming& call) { call.reply().add(static_cast<std::int64_t>(::getpid())); });
-      table->add(courier::token("TID_"), [](net::incoming& call) { call.reply().add(static_cast<std::int64_t>(::gettid())); });
-      table->add(courier::token("SLEP"), [](net::incoming& call) {
-        auto ms = call.read<std::int32_t>();
-        if (!ms) return;  // the call fails, naming the argument
-        std::this_thread::sleep_for(std::chrono::milliseconds(*ms));
-        call.reply().add(*ms);
-      });
-      table->add(courier::token("PEER"), [peer](net::incoming& call) {
-        call.reply()
-            .add(std::string_view(net::to_string(peer.transport)))
-            .add(std::string_view(peer.address))
-            .add(static_cast<std::uint64_t>(peer.id));
-      });
-      table->add(courier::token("LNGR"), [](net::incoming& call) {
-        auto ms = call.read<std::int32_t>();
-        if (!ms) return;
-        linger_ms.store(*ms);
-        call.reply().add(*ms);
-      });
-      table->add(courier::token("ABRT"), [](net::incoming&) {
-        const rlimit no_core{0, 0};  // the crash is the test's: no core file for it
-        ::setrlimit(RLIMIT_CORE, &no_core);
-        std::abort();
-      });
-      net::session session;
-      session.services = std::move(table);
-      return session;
-    }, s.where, s.config);
+    return s.net.serve_sessions(
+        [](const net::peer_info& peer, net::context_ref) {
+          auto table = std::make_shared<net::service_table>();
+          table->add(courier::token("PID_"),
+                     [](net::incoming& call) { call.reply().add(static_cast<std::int64_t>(::getpid())); });
+          table->add(courier::token("TID_"),
+                     [](net::incoming& call) { call.reply().add(static_cast<std::int64_t>(::gettid())); });
+          table->add(courier::token("SLEP"), [](net::incoming& call) {
+            auto ms = call.read<std::int32_t>();
+            if (!ms) return;  // the call fails, naming the argument
+            std::this_thread::sleep_for(std::chrono::milliseconds(*ms));
+            call.reply().add(*ms);
+          });
+          table->add(courier::token("PEER"), [peer](net::incoming& call) {
+            call.reply()
+                .add(std::string_view(net::to_string(peer.transport)))
+                .add(std::string_view(peer.address))
+                .add(static_cast<std::uint64_t>(peer.id));
+          });
+          table->add(courier::token("LNGR"), [](net::incoming& call) {
+            auto ms = call.read<std::int32_t>();
+            if (!ms) return;
+            linger_ms.store(*ms);
+            call.reply().add(*ms);
+          });
+          table->add(courier::token("ABRT"), [](net::incoming&) {
+            const rlimit no_core{0, 0};  // the crash is the test's: no core file for it
+            ::setrlimit(RLIMIT_CORE, &no_core);
+            std::abort();
+          });
+          net::session session;
+          session.services = std::move(table);
+          return session;
+        },
+        s.where, s.config);
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(linger_ms.load()));
   return status;

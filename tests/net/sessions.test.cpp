@@ -4,9 +4,9 @@
 // descriptor, thread or memory left behind. Over uds and tcp.
 #include "courier/net/session.hpp"
 
-#include <catch2/catch.hpp>
 #include <sys/resource.h>
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -202,7 +202,8 @@ TEST_CASE("each connection gets a session of its own: its state, its peer, its i
   });
 }
 
-TEST_CASE("a session pushes to its client, and hears why when the connection ends; its actors stop", "[net][sessions]") {
+TEST_CASE("a session pushes to its client, and hears why when the connection ends; its actors stop",
+          "[net][sessions]") {
   courier_test::watchdog wd("push and end", 60s);
   each_transport("sesspush", [](const endpoint& at) {
     session_server srv(at);

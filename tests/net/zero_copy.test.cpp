@@ -56,9 +56,9 @@ struct report {
 };
 struct kept_report {
   std::uint32_t received = 0;
-  std::uint32_t wrong = 0;          // a kept text or binary that no longer matched its seq
-  std::uint32_t not_viewed = 0;     // a field that was not a view into a shared block
-  std::uint32_t most_blocks = 0;    // the most distinct blocks the kept fields held at one time
+  std::uint32_t wrong = 0;        // a kept text or binary that no longer matched its seq
+  std::uint32_t not_viewed = 0;   // a field that was not a view into a shared block
+  std::uint32_t most_blocks = 0;  // the most distinct blocks the kept fields held at one time
   auto fields() { return std::tie(received, wrong, not_viewed, most_blocks); }
   auto fields() const { return std::tie(received, wrong, not_viewed, most_blocks); }
 };
@@ -76,7 +76,8 @@ struct where_is {  // the reply is the capacity of the receive block the text li
   auto fields() const { return std::tie(text); }
 };
 
-using api = courier::interface<bool(note), void(keep), kept_report(report), string_ref(echo_ref), std::uint64_t(where_is)>;
+using api =
+    courier::interface<bool(note), void(keep), kept_report(report), string_ref(echo_ref), std::uint64_t(where_is)>;
 
 struct check_kept {};
 

@@ -29,7 +29,6 @@
 #endif
 #endif
 
-
 namespace courier_test {
 
 /// The build's slowness, times COURIER_TEST_TIME_SCALE where that is larger: ThreadSanitizer 5,

@@ -3,11 +3,11 @@
 // Reads the text form that wire::print() writes (tests/vectors/README.md) back into frames, so a golden
 // vector's meaning can be encoded and compared with its bytes. Test code: failures throw.
 #include <bit>
-#include <charconv>
 #include <cctype>
+#include <charconv>
+#include <cstdint>
 #include <limits>
 #include <optional>
-#include <cstdint>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -45,7 +45,8 @@ template <class F>
 F parse_float(std::string_view s) {
   using bits_t = std::conditional_t<sizeof(F) == 4, std::uint32_t, std::uint64_t>;
   if (s == "nan") return std::bit_cast<F>(sizeof(F) == 4 ? bits_t(0x7fc00000u) : bits_t(0x7ff8000000000000ull));
-  if (s.starts_with("nan:0x")) return std::bit_cast<F>(static_cast<bits_t>(std::stoull(std::string(s.substr(6)), nullptr, 16)));
+  if (s.starts_with("nan:0x"))
+    return std::bit_cast<F>(static_cast<bits_t>(std::stoull(std::string(s.substr(6)), nullptr, 16)));
   if (s == "inf") return std::numeric_limits<F>::infinity();
   if (s == "-inf") return -std::numeric_limits<F>::infinity();
   return parse_number<F>(s);
@@ -82,28 +83,44 @@ inline void encode_text(out_buffer& out, const std::string& text) {
     const auto first = line.find_first_not_of(' ');
     const auto space = line.find(' ', first);
     const std::string type = line.substr(first, space - first);
-    const std::string_view value = space == std::string::npos ? std::string_view{} : std::string_view(line).substr(space + 1);
+    const std::string_view value =
+        space == std::string::npos ? std::string_view{} : std::string_view(line).substr(space + 1);
     if (!w) throw std::runtime_error("item before a header");
-    if (type == "bool") w->add(value == "true");
-    else if (type == "int8") w->add(static_cast<std::int8_t>(parse_number<int>(value)));
-    else if (type == "int16") w->add(parse_number<std::int16_t>(value));
-    else if (type == "int32") w->add(parse_number<std::int32_t>(value));
-    else if (type == "int64") w->add(parse_number<std::int64_t>(value));
-    else if (type == "uint8") w->add(static_cast<std::uint8_t>(parse_number<unsigned>(value)));
-    else if (type == "uint16") w->add(parse_number<std::uint16_t>(value));
-    else if (type == "uint32") w->add(parse_number<std::uint32_t>(value));
-    else if (type == "uint64") w->add(parse_number<std::uint64_t>(value));
-    else if (type == "float32") w->add(parse_float<float>(value));
-    else if (type == "float64") w->add(parse_float<double>(value));
-    else if (type == "string") w->add(std::string_view(unquote(value)));
+    if (type == "bool")
+      w->add(value == "true");
+    else if (type == "int8")
+      w->add(static_cast<std::int8_t>(parse_number<int>(value)));
+    else if (type == "int16")
+      w->add(parse_number<std::int16_t>(value));
+    else if (type == "int32")
+      w->add(parse_number<std::int32_t>(value));
+    else if (type == "int64")
+      w->add(parse_number<std::int64_t>(value));
+    else if (type == "uint8")
+      w->add(static_cast<std::uint8_t>(parse_number<unsigned>(value)));
+    else if (type == "uint16")
+      w->add(parse_number<std::uint16_t>(value));
+    else if (type == "uint32")
+      w->add(parse_number<std::uint32_t>(value));
+    else if (type == "uint64")
+      w->add(parse_number<std::uint64_t>(value));
+    else if (type == "float32")
+      w->add(parse_float<float>(value));
+    else if (type == "float64")
+      w->add(parse_float<double>(value));
+    else if (type == "string")
+      w->add(std::string_view(unquote(value)));
     else if (type == "binary") {
       std::vector<std::byte> b;
       for (std::size_t i = 2; i + 1 < value.size(); i += 2)
         b.push_back(static_cast<std::byte>(std::stoi(std::string(value.substr(i, 2)), nullptr, 16)));
       w->add_binary(b);
-    } else if (type == "list") w->begin_list();
-    else if (type == "end") w->end_list();
-    else throw std::runtime_error("unknown item: " + line);
+    } else if (type == "list")
+      w->begin_list();
+    else if (type == "end")
+      w->end_list();
+    else
+      throw std::runtime_error("unknown item: " + line);
   }
   finish();
 }

@@ -108,7 +108,8 @@ TEST_CASE("alloc: an engine in steady state allocates nothing per frame (calls, 
     w::frame_writer r(in, w::frame_header{1, w::kind::reply, 0, 0, token{"GET_"}, i, 0});
     r.add(std::int64_t{3});
     REQUIRE(r.finish().has_value());
-    if (i % 10 == 0) REQUIRE(w::frame_writer(in, w::frame_header{1, w::kind::ping, 0, 0, {}, i, 0}).finish().has_value());
+    if (i % 10 == 0)
+      REQUIRE(w::frame_writer(in, w::frame_header{1, w::kind::ping, 0, 0, {}, i, 0}).finish().has_value());
   }
   auto batch = [&] {
     out.clear();

@@ -56,8 +56,8 @@ void round_trip_limits() {
 
 TEST_CASE("wire codec: header fields round trip") {
   w::out_buffer buf;
-  w::frame_writer wr(buf, w::frame_header{1, w::kind::reply, 0, 0, token{"XY_1"}, 0xfedcba9876543210ull,
-                                          0x0123456789abcdefull});
+  w::frame_writer wr(
+      buf, w::frame_header{1, w::kind::reply, 0, 0, token{"XY_1"}, 0xfedcba9876543210ull, 0x0123456789abcdefull});
   REQUIRE(wr.finish().value() == w::header_size);
   auto f = decode_one(buf);
   CHECK(f.kind() == w::kind::reply);
@@ -247,8 +247,15 @@ TEST_CASE("wire codec: result::value() on an error throws std::system_error with
 TEST_CASE("wire codec: skip steps over scalars, strings and whole lists") {
   w::out_buffer buf;
   w::frame_writer wr(buf, call_header());
-  wr.add(std::uint64_t{5}).add("s").begin_list().begin_list().add(1.5).end_list().add_binary({}).end_list().add(
-      std::int8_t{-3});
+  wr.add(std::uint64_t{5})
+      .add("s")
+      .begin_list()
+      .begin_list()
+      .add(1.5)
+      .end_list()
+      .add_binary({})
+      .end_list()
+      .add(std::int8_t{-3});
   REQUIRE(wr.finish().has_value());
   auto r = decode_one(buf).items();
   REQUIRE(r.skip().has_value());
@@ -334,16 +341,15 @@ TEST_CASE("wire codec: out_buffer keeps its capacity and allocates through its h
     int allocs = 0;
     int frees = 0;
   } c;
-  w::buffer_hooks hooks{
-      [](std::size_t n, void* ctx) -> void* {
-        ++static_cast<counts*>(ctx)->allocs;
-        return ::operator new(n);
-      },
-      [](void* p, std::size_t, void* ctx) {
-        ++static_cast<counts*>(ctx)->frees;
-        ::operator delete(p);
-      },
-      &c};
+  w::buffer_hooks hooks{[](std::size_t n, void* ctx) -> void* {
+                          ++static_cast<counts*>(ctx)->allocs;
+                          return ::operator new(n);
+                        },
+                        [](void* p, std::size_t, void* ctx) {
+                          ++static_cast<counts*>(ctx)->frees;
+                          ::operator delete(p);
+                        },
+                        &c};
   {
     w::out_buffer buf(hooks);
     for (int round = 0; round < 100; ++round) {
@@ -423,9 +429,9 @@ TEST_CASE("wire codec: error frames carry a code and a text") {
 
 TEST_CASE("with_scalar_type gives the C++ type of each scalar tag, and nothing for the others") {
   using courier::wire::item_type;
-  for (auto t : {item_type::boolean, item_type::int8, item_type::int16, item_type::int32, item_type::int64,
-                 item_type::uint8, item_type::uint16, item_type::uint32, item_type::uint64, item_type::float32,
-                 item_type::float64}) {
+  for (auto t :
+       {item_type::boolean, item_type::int8, item_type::int16, item_type::int32, item_type::int64, item_type::uint8,
+        item_type::uint16, item_type::uint32, item_type::uint64, item_type::float32, item_type::float64}) {
     item_type seen = item_type::none;
     CHECK(courier::wire::with_scalar_type(t, [&]<class T>() { seen = courier::wire::detail::tag_of<T>(); }));
     CHECK(seen == t);

@@ -47,9 +47,7 @@ std::string trim(std::string s) {
   return s;
 }
 
-std::string token_text(courier::token t) {
-  return t == courier::token{} ? std::string("-") : std::string(t.view());
-}
+std::string token_text(courier::token t) { return t == courier::token{} ? std::string("-") : std::string(t.view()); }
 
 struct recorder {
   std::deque<std::string> seen;
@@ -60,7 +58,8 @@ struct recorder {
     seen.push_back(std::move(what));
   }
   w::context_verdict on_context_open(std::uint64_t id, courier::token kind, std::string_view name) {
-    seen.push_back("context_open ctx=" + std::to_string(id) + " kind=" + token_text(kind) + " name=" + std::string(name));
+    seen.push_back("context_open ctx=" + std::to_string(id) + " kind=" + token_text(kind) +
+                   " name=" + std::string(name));
     if (std::find(refused_kinds.begin(), refused_kinds.end(), token_text(kind)) != refused_kinds.end())
       return {256 /* no_such_service */, "no child service " + token_text(kind)};
     return {};
@@ -83,8 +82,8 @@ bool frame_matches(const w::frame_view& expected, const w::frame_view& actual) {
       auto acode = a.read<std::uint32_t>();
       auto atext = a.read<std::string_view>();
       return actual.kind() == w::kind::error && actual.token() == expected.token() &&
-             actual.transaction_id() == expected.transaction_id() &&
-             actual.context_id() == expected.context_id() && acode && atext && *acode == *code;
+             actual.transaction_id() == expected.transaction_id() && actual.context_id() == expected.context_id() &&
+             acode && atext && *acode == *code;
     }
   }
   return std::equal(expected.bytes().begin(), expected.bytes().end(), actual.bytes().begin(), actual.bytes().end());
@@ -115,7 +114,7 @@ void replay(const fs::path& file, bool byte_by_byte) {
   std::istringstream in(slurp(file));
   std::string line;
   std::optional<w::engine> s;
-  w::out_buffer out;      // what the engine wrote and the transcript has not matched yet
+  w::out_buffer out;  // what the engine wrote and the transcript has not matched yet
   std::size_t matched = 0;
   recorder rec;
   const auto t0 = w::engine::clock::time_point{} + 1h;
@@ -193,7 +192,8 @@ void replay(const fs::path& file, bool byte_by_byte) {
         std::getline(words >> std::ws, name);
         REQUIRE((kind == "-" || kind.size() == 4));
         const auto id = s->open_context(
-            out, txn, kind == "-" ? courier::token{} : courier::token::from_chars(kind[0], kind[1], kind[2], kind[3]), name);
+            out, txn, kind == "-" ? courier::token{} : courier::token::from_chars(kind[0], kind[1], kind[2], kind[3]),
+            name);
         rec.seen.push_back("opened ctx=" + std::to_string(id));
       } else if (arg.starts_with("close_context ")) {
         std::istringstream words(arg.substr(14));
@@ -254,14 +254,18 @@ TEST_CASE("engine: two engines talk to each other, call and close orderly") {
   CHECK(a.agreed().max_items == w::limits{}.max_items);
 
   // a calls b; a closes before the reply; b answers, then closes; a sees the reply, then the close.
-  REQUIRE(w::frame_writer(a_out, w::frame_header{1, w::kind::call, 0, 0, courier::token("ADD_"), 1, 0}).add(std::int32_t{1}).finish());
+  REQUIRE(w::frame_writer(a_out, w::frame_header{1, w::kind::call, 0, 0, courier::token("ADD_"), 1, 0})
+              .add(std::int32_t{1})
+              .finish());
   a.call_sent();
   a.close(a_out, "done");
   pump();
   REQUIRE(b_rec.seen.size() == 1);
   CHECK(b.peer_closing());
   CHECK(b.state() == w::engine_state::open);
-  REQUIRE(w::frame_writer(b_out, w::frame_header{1, w::kind::reply, 0, 0, courier::token("ADD_"), 1, 0}).add(std::int32_t{2}).finish());
+  REQUIRE(w::frame_writer(b_out, w::frame_header{1, w::kind::reply, 0, 0, courier::token("ADD_"), 1, 0})
+              .add(std::int32_t{2})
+              .finish());
   b.reply_sent(b_out);
   CHECK(b.state() == w::engine_state::closed);  // b answered everything and made no call: done
   pump();
@@ -392,9 +396,8 @@ TEST_CASE("engine: ticked exactly at next_deadline(), a silent peer gets pings a
     }
     return std::pair{seen, s.failure()};
   };
-  const std::vector<event> expected{{10s, {1}, w::engine_state::open},
-                                    {20s, {2}, w::engine_state::open},
-                                    {30s, {}, w::engine_state::failed}};
+  const std::vector<event> expected{
+      {10s, {1}, w::engine_state::open}, {20s, {2}, w::engine_state::open}, {30s, {}, w::engine_state::failed}};
   auto [on_time, failure] = run(0ms);
   CHECK(on_time == expected);
   CHECK(failure.code == 272);
@@ -434,7 +437,8 @@ TEST_CASE("engine: time-outs are reported as time-outs") {
     CHECK(s.failure().timed_out);
     CHECK(s.failure().text == "the peer was silent for 30000 ms and answered none of 2 pings");
   }
-  SECTION("a stall of ours is not the peer's silence: a first tick long after the last byte pings, and does not end it") {
+  SECTION(
+      "a stall of ours is not the peer's silence: a first tick long after the last byte pings, and does not end it") {
     w::engine s(w::role::acceptor);
     open_at(s, out, t0);
     out.clear();
@@ -548,16 +552,22 @@ TEST_CASE("engine: with no children accepted, opens get 274; calls, sends and cl
     REQUIRE(f);
     REQUIRE(f->bytes().size() == out.size());
     auto r = f->items();
-    return std::tuple{f->kind(), f->token(), f->transaction_id(), f->context_id(), r.read<std::uint32_t>().value(),
+    return std::tuple{f->kind(),
+                      f->token(),
+                      f->transaction_id(),
+                      f->context_id(),
+                      r.read<std::uint32_t>().value(),
                       std::string(r.read<std::string_view>().value())};
   };
 
   feed(w::kind::call, courier::token("ADD_"), 7, 5);
-  CHECK(answer() == std::tuple{w::kind::error, courier::token("ADD_"), 7u, 5u, 258u, std::string("call ADD_: context 5 is not open")});
+  CHECK(answer() == std::tuple{w::kind::error, courier::token("ADD_"), 7u, 5u, 258u,
+                               std::string("call ADD_: context 5 is not open")});
   CHECK(s.calls_unanswered() == 0);
 
   feed(w::kind::send, courier::token("LOG_"), 0, 5);
-  CHECK(answer() == std::tuple{w::kind::error, courier::token("LOG_"), 0u, 0u, 258u, std::string("send LOG_: context 5 is not open")});
+  CHECK(answer() == std::tuple{w::kind::error, courier::token("LOG_"), 0u, 0u, 258u,
+                               std::string("send LOG_: context 5 is not open")});
 
   feed(w::kind::context_open, courier::token("CHLD"), 1, 1);
   CHECK(answer() == std::tuple{w::kind::error, courier::token("CHLD"), 1u, 1u, 274u,
@@ -732,8 +742,8 @@ TEST_CASE("engine: two engines open, call in, and close children at random; both
     to.engine.feed(std::span<const std::byte>(from.out.data(), n), to.out, to);
     from.out = std::move(rest);
   };
-  for (int round = 0; round < 4 && (a.engine.state() != w::engine_state::open || b.engine.state() != w::engine_state::open);
-       ++round) {
+  for (int round = 0;
+       round < 4 && (a.engine.state() != w::engine_state::open || b.engine.state() != w::engine_state::open); ++round) {
     deliver(a, b, true);
     deliver(b, a, true);
   }
@@ -755,8 +765,10 @@ TEST_CASE("engine: two engines open, call in, and close children at random; both
       }
       case 1: {  // close a child this side knows (either side's)
         std::vector<std::uint64_t> usable;
-        for (std::uint64_t id : opened_a) if (p.engine.context_usable(id)) usable.push_back(id);
-        for (std::uint64_t id : opened_b) if (p.engine.context_usable(id)) usable.push_back(id);
+        for (std::uint64_t id : opened_a)
+          if (p.engine.context_usable(id)) usable.push_back(id);
+        for (std::uint64_t id : opened_b)
+          if (p.engine.context_usable(id)) usable.push_back(id);
         if (usable.empty()) break;
         const std::uint64_t id = usable[random() % usable.size()];
         const std::uint64_t txn = p.next_txn++;
@@ -768,11 +780,14 @@ TEST_CASE("engine: two engines open, call in, and close children at random; both
       case 2:
       case 3: {  // call in the parent or in a usable child
         std::vector<std::uint64_t> usable{0};
-        for (std::uint64_t id : opened_a) if (p.engine.context_usable(id)) usable.push_back(id);
-        for (std::uint64_t id : opened_b) if (p.engine.context_usable(id)) usable.push_back(id);
+        for (std::uint64_t id : opened_a)
+          if (p.engine.context_usable(id)) usable.push_back(id);
+        for (std::uint64_t id : opened_b)
+          if (p.engine.context_usable(id)) usable.push_back(id);
         const std::uint64_t ctx = usable[random() % usable.size()];
         const std::uint64_t txn = p.next_txn++;
-        REQUIRE(w::frame_writer(p.out, w::frame_header{1, w::kind::call, 0, 0, courier::token("WORK"), txn, ctx}).finish());
+        REQUIRE(
+            w::frame_writer(p.out, w::frame_header{1, w::kind::call, 0, 0, courier::token("WORK"), txn, ctx}).finish());
         p.engine.call_sent();
         p.waiting[txn] = ctx;
         break;

@@ -131,13 +131,13 @@ TEST_CASE("malformed: item errors") {
 
 TEST_CASE("malformed: invalid UTF-8 in strings, but not in binaries") {
   const std::vector<std::vector<int>> invalid = {
-      {0x80},                    // lone continuation byte
-      {0xc0, 0xaf},              // overlong '/'
-      {0xe0, 0x80, 0xaf},        // overlong, 3 bytes
-      {0xed, 0xa0, 0x80},        // surrogate U+D800
-      {0xf4, 0x90, 0x80, 0x80},  // above U+10FFFF
-      {0xf5, 0x80, 0x80, 0x80},  // invalid lead byte
-      {0xe2, 0x82},              // cut short
+      {0x80},                                          // lone continuation byte
+      {0xc0, 0xaf},                                    // overlong '/'
+      {0xe0, 0x80, 0xaf},                              // overlong, 3 bytes
+      {0xed, 0xa0, 0x80},                              // surrogate U+D800
+      {0xf4, 0x90, 0x80, 0x80},                        // above U+10FFFF
+      {0xf5, 0x80, 0x80, 0x80},                        // invalid lead byte
+      {0xe2, 0x82},                                    // cut short
       {'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 0xff},  // after an ASCII run of eight
   };
   for (const auto& s : invalid) {

@@ -45,8 +45,14 @@ struct everything {
   std::vector<point> path;
   color c = color::red;
 
-  auto fields() { return std::tie(flag, i8, i16, i32, i64, ll, u8, u16, u32, u64, f, d, name, blob, numbers, nested, triple, where, path, c); }
-  auto fields() const { return std::tie(flag, i8, i16, i32, i64, ll, u8, u16, u32, u64, f, d, name, blob, numbers, nested, triple, where, path, c); }
+  auto fields() {
+    return std::tie(flag, i8, i16, i32, i64, ll, u8, u16, u32, u64, f, d, name, blob, numbers, nested, triple, where,
+                    path, c);
+  }
+  auto fields() const {
+    return std::tie(flag, i8, i16, i32, i64, ll, u8, u16, u32, u64, f, d, name, blob, numbers, nested, triple, where,
+                    path, c);
+  }
   friend bool operator==(const everything&, const everything&) = default;
 };
 

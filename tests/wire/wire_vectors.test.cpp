@@ -75,7 +75,8 @@ TEST_CASE("vectors: bytes decode to their meaning, and the meaning encodes to th
     for (std::size_t split = 0; split <= bytes.size(); ++split) {
       w::decoder d;
       std::string text;
-      for (auto part : {std::span<const std::byte>(bytes).first(split), std::span<const std::byte>(bytes).subspan(split)}) {
+      for (auto part :
+           {std::span<const std::byte>(bytes).first(split), std::span<const std::byte>(bytes).subspan(split)}) {
         d.feed(part);
         while (auto f = d.next()) text += w::to_text(*f);
       }

@@ -134,9 +134,8 @@ courier::result<listener> listen_uds(const endpoint& where) {
     return system_error(errno, "chmod", where);
   if (::listen(sock->fd(), SOMAXCONN) < 0) return system_error(errno, "listen", where);
   if (private_file) {
-    auto placed = place_socket_file(where, *address, [&] {
-      return ::link(bound_file.c_str(), where.file.c_str()) == 0 ? 0 : errno;
-    });
+    auto placed = place_socket_file(where, *address,
+                                    [&] { return ::link(bound_file.c_str(), where.file.c_str()) == 0 ? 0 : errno; });
     if (!placed) return placed.err();
   } else {
     remove_bound_file.file.clear();

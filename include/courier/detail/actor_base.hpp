@@ -21,12 +21,12 @@
 #include <utility>
 
 #include "courier/detail/assert.hpp"
-#include "courier/detail/runtime.hpp"
-#include "courier/detail/pending.hpp"
-#include "courier/detail/type_list.hpp"
-#include "courier/interface.hpp"
 #include "courier/detail/mailbox.hpp"
 #include "courier/detail/message.hpp"
+#include "courier/detail/pending.hpp"
+#include "courier/detail/runtime.hpp"
+#include "courier/detail/type_list.hpp"
+#include "courier/interface.hpp"
 #include "courier/response_promise.hpp"
 #include "courier/system_messages.hpp"
 #include "courier/timer.hpp"
@@ -205,7 +205,9 @@ class actor_base {
     return scheduled(mailbox_.push_urgent(msg));
   }
 
-  resume_result resume(std::uint32_t budget, std::uint32_t& ran) { return mailbox_.shared.ops->resume(this, budget, ran); }
+  resume_result resume(std::uint32_t budget, std::uint32_t& ran) {
+    return mailbox_.shared.ops->resume(this, budget, ran);
+  }
   resume_result resume(std::uint32_t budget) {
     std::uint32_t ran = 0;
     return resume(budget, ran);
@@ -355,9 +357,13 @@ courier::system* system_of(const system_core* core) noexcept;
 
 /// Detects the optional start hook (public, or reachable by befriending courier::actor).
 template <class T>
-concept has_on_start = requires(T& t) { t.on_start(); };
+concept has_on_start = requires(T& t) {
+  t.on_start();
+};
 template <class T>
-concept has_on_turn_end = requires(T& t) { t.on_turn_end(); };
+concept has_on_turn_end = requires(T& t) {
+  t.on_turn_end();
+};
 /// An actor with on_turn_end that also ends its turn where a batch taken from its mailbox is used
 /// up (`static constexpr bool courier_turn_end_per_batch = true;`): its hook runs before each new
 /// batch is taken from other threads, so they have pushed more by then (see net/detail/connection.hpp: a
@@ -366,7 +372,9 @@ concept has_on_turn_end = requires(T& t) { t.on_turn_end(); };
 /// belong to what was handled (a connection's handler that pushes to its peer before its reply
 /// is written must have the push written with it, before anyone who saw the reply can answer).
 template <class T>
-concept ends_turn_per_batch = has_on_turn_end<T> && requires { requires T::courier_turn_end_per_batch; };
+concept ends_turn_per_batch = has_on_turn_end<T> && requires {
+  requires T::courier_turn_end_per_batch;
+};
 
 /// The message that runs an actor's on_start().
 inline start_slot* make_start_slot() {
@@ -430,7 +438,7 @@ struct actor_has_no_handler_for {
 
 template <class Actor, class Message>
 constexpr bool check_handler() {
-  if constexpr (requires(Actor& a, Message& m) { a.on(m); }) {
+  if constexpr (requires(Actor & a, Message & m) { a.on(m); }) {
     return true;
   } else {
     (void)actor_has_no_handler_for<Actor, Message>{};
@@ -456,7 +464,8 @@ struct current_request_scope {
 struct inline_call_scope {
   actor_base* previous;
   explicit inline_call_scope(actor_base* target) noexcept : previous(inline_call_target) {
-    if (target != nullptr && current_actor != nullptr && target->core() == current_actor->core()) inline_call_target = target;
+    if (target != nullptr && current_actor != nullptr && target->core() == current_actor->core())
+      inline_call_target = target;
   }
   ~inline_call_scope() { inline_call_target = previous; }
 };

@@ -31,10 +31,10 @@ namespace courier::detail {
 
 }  // namespace courier::detail
 
-#define COURIER_ASSERT(condition, message)                                                       \
-  do {                                                                                           \
-    if (!(condition)) [[unlikely]]                                                               \
-      ::courier::detail::assertion_failed(#condition, message, __FILE__, __LINE__);              \
+#define COURIER_ASSERT(condition, message)                                          \
+  do {                                                                              \
+    if (!(condition)) [[unlikely]]                                                  \
+      ::courier::detail::assertion_failed(#condition, message, __FILE__, __LINE__); \
   } while (false)
 #else
 #define COURIER_ASSERT(condition, message) \

@@ -287,7 +287,9 @@ class mailbox {
       // consumer-side fields (batch_, local list) the previous run left behind.
       if (head_.compare_exchange_weak(top, reinterpret_cast<std::uintptr_t>(msg), std::memory_order_acq_rel,
                                       std::memory_order_relaxed))
-        return top == idle_tag ? push_result::woke_reader : top == held_tag ? push_result::woke_holder : push_result::queued;
+        return top == idle_tag   ? push_result::woke_reader
+               : top == held_tag ? push_result::woke_holder
+                                 : push_result::queued;
     }
   }
 
@@ -357,7 +359,7 @@ class mailbox {
 
   // First cache line: the producers'.
   std::atomic<std::uintptr_t> head_{idle_tag};
-  std::uint32_t capacity_ = 0;         // 0: unbounded; set before the mailbox is shared
+  std::uint32_t capacity_ = 0;          // 0: unbounded; set before the mailbox is shared
   std::atomic<std::uint32_t> size_{0};  // bounded only: normal-lane messages queued (+ refusing_bias)
 
  public:

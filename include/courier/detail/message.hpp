@@ -26,10 +26,10 @@ inline constexpr std::uint16_t start_type = 0xfff3;       // queued at spawn onl
 inline constexpr std::uint16_t child_exit_type = 0xfff4;  // a linked child tells its parent it stopped
 
 struct message_header {
-  message_header* next;      // the mailbox's link; written before the publishing CAS
-  pending_base* reply_to;    // set when the sender waits for a reply
-  std::uint16_t type;        // index into the receiving actor's message list
-  bool urgent = false;       // set by the mailbox's urgent lane (in the padding: no size cost)
+  message_header* next;    // the mailbox's link; written before the publishing CAS
+  pending_base* reply_to;  // set when the sender waits for a reply
+  std::uint16_t type;      // index into the receiving actor's message list
+  bool urgent = false;     // set by the mailbox's urgent lane (in the padding: no size cost)
 };
 
 template <class M>

@@ -19,9 +19,9 @@
 #include <type_traits>
 #include <utility>
 
+#include "courier/detail/message.hpp"
 #include "courier/detail/runtime.hpp"
 #include "courier/error.hpp"
-#include "courier/detail/message.hpp"
 #include "courier/pool.hpp"
 #include "courier/result.hpp"
 
@@ -49,9 +49,9 @@ struct pending_base {
   // that worker's own wheel (`timer_home`, links owned by that worker); any other sits in the
   // system's shared heap (`timer_pos`, guarded by its mutex).
   bool has_timer = false;
-  bool timer_linked = false;  // in timer_home's wheel; owner worker only
-  bool timer_fresh = false;   // not yet given a deadline (deadline_ns holds the time-out)
-  bool host_route = false;    // `requester` is the system's host lane (a request made outside actors)
+  bool timer_linked = false;               // in timer_home's wheel; owner worker only
+  bool timer_fresh = false;                // not yet given a deadline (deadline_ns holds the time-out)
+  bool host_route = false;                 // `requester` is the system's host lane (a request made outside actors)
   std::atomic<bool> answered{false};       // a deferred reply was given (or failed): the promises' flag
   std::atomic<std::uint16_t> promises{0};  // live response_promise copies of this request
   std::int32_t timer_pos = -1;
@@ -211,11 +211,12 @@ struct executor_pending : pending_base {
       if (core_ != nullptr) retain_core(core_);
     }
     run_later(run_later&& other) noexcept(std::is_nothrow_move_constructible_v<S>)
-        : sink_(std::move(other.sink_)), outcome_(std::move(other.outcome_)), core_(std::exchange(other.core_, nullptr)) {}
+        : sink_(std::move(other.sink_)),
+          outcome_(std::move(other.outcome_)),
+          core_(std::exchange(other.core_, nullptr)) {}
     // Copyable when the continuation is, for executors that store std::function. Only one copy
     // is expected to run; each holds its own reference.
-    run_later(const run_later& other)
-      requires std::is_copy_constructible_v<S> && std::is_copy_constructible_v<R>
+    run_later(const run_later& other) requires std::is_copy_constructible_v<S> && std::is_copy_constructible_v<R>
         : sink_(other.sink_), outcome_(other.outcome_), core_(other.core_) {
       if (core_ != nullptr) retain_core(core_);
     }

@@ -144,7 +144,7 @@ class arguments {
 
   std::uint32_t size_ = 0;
   std::array<std::byte, inline_capacity> inline_{};  // the first size_ bytes are the items, unless spilled
-  std::byte* spill_ = nullptr;                      // a pool slot of size_ bytes, when they did not fit
+  std::byte* spill_ = nullptr;                       // a pool slot of size_ bytes, when they did not fit
   std::unique_ptr<courier::error> fault_;
 };
 
@@ -176,12 +176,14 @@ inline courier::result<std::vector<service_description>> read_service_list(const
     auto arguments = r.read<std::string_view>();
     auto result = r.read<std::string_view>();
     auto description = r.read<std::string_view>();
-    if (!token || token->size() != 4 || !kind || !arguments || !result || !description) return malformed("a wrong item");
+    if (!token || token->size() != 4 || !kind || !arguments || !result || !description)
+      return malformed("a wrong item");
     while (r.has_more())  // items a later version may add
       if (!r.skip()) return malformed("an unreadable item");
     if (!r.end_list()) return malformed("no end");
     const std::string_view t = *token;
-    out.push_back({courier::token::from_chars(t[0], t[1], t[2], t[3]), *kind != 0, std::string(*arguments), std::string(*result), std::string(*description)});
+    out.push_back({courier::token::from_chars(t[0], t[1], t[2], t[3]), *kind != 0, std::string(*arguments),
+                   std::string(*result), std::string(*description)});
   }
   return out;
 }
@@ -250,12 +252,14 @@ class context_ref {
     return connection_.try_send(detail::dynamic_call{token, id_, std::move(items)});
   }
   /// END_AND_CALLBACK: `.then(on_reply(const wire::items_ref&), on_error(const courier::error&))`.
-  [[nodiscard]] request_handle<detail::context_calls, detail::dynamic_call> call(courier::token token, arguments items = {},
-                                                                               timespan timeout = infinite) const {
+  [[nodiscard]] request_handle<detail::context_calls, detail::dynamic_call> call(courier::token token,
+                                                                                 arguments items = {},
+                                                                                 timespan timeout = infinite) const {
     return connection_.request(detail::dynamic_call{token, id_, std::move(items)}, timeout);
   }
   /// END_AND_WAIT: the reply's items, or the error. Blocks: errc::would_deadlock on a worker.
-  [[nodiscard]] courier::result<wire::items_ref> call_wait(courier::token token, arguments items, timespan timeout) const {
+  [[nodiscard]] courier::result<wire::items_ref> call_wait(courier::token token, arguments items,
+                                                           timespan timeout) const {
     return connection_.ask(detail::dynamic_call{token, id_, std::move(items)}, timeout);
   }
 
@@ -291,7 +295,8 @@ class context_ref {
   bool close() const { return connection_.send(detail::close_child{id_}); }
   /// close(), as a request that settles once the close is complete (for the parent: once the
   /// connection has ended, with its reason unless the close was orderly).
-  [[nodiscard]] request_handle<detail::context_calls, detail::close_child> close_request(timespan timeout = infinite) const {
+  [[nodiscard]] request_handle<detail::context_calls, detail::close_child> close_request(
+      timespan timeout = infinite) const {
     return connection_.request(detail::close_child{id_}, timeout);
   }
   /// close_request(), waiting for it. Blocks: errc::would_deadlock on a worker.

@@ -42,8 +42,7 @@ namespace courier::net {
 namespace detail {
 
 /// The actor behind serve_locally.
-class local_context
-    : public courier::actor<local_context, dynamic_call, open_child, close_child, deferred_answer> {
+class local_context : public courier::actor<local_context, dynamic_call, open_child, close_child, deferred_answer> {
  public:
   explicit local_context(std::shared_ptr<const service_table> services) : services_(std::move(services)) {}
 
@@ -77,7 +76,8 @@ class local_context
       return {};
     }
     reply_.clear();
-    wire::frame_writer reply(reply_, wire::frame_header{wire::protocol_version, wire::kind::reply, 0, 0, c.token, tid, c.context});
+    wire::frame_writer reply(
+        reply_, wire::frame_header{wire::protocol_version, wire::kind::reply, 0, 0, c.token, tid, c.context});
     incoming call(c.token, tid, c.context, c.items.bytes(), &reply, this, &incoming::post_to<local_context>, nullptr);
     call.set_caller(&c.caller, c.caller_context);
     call.run(*handler);
@@ -113,9 +113,10 @@ class local_context
     const child_factory* factory = services_ && services_->children() ? &services_->children() : nullptr;
     std::shared_ptr<const service_table> child = factory != nullptr ? (*factory)(o.kind, o.name) : nullptr;
     if (!child) {
-      promise.fail(courier::error(errc::no_such_service, o.kind == courier::token{}
-                                                             ? std::string("no default child context here")
-                                                             : "no child context of kind " + std::string(o.kind.view()) + " here"));
+      promise.fail(courier::error(errc::no_such_service,
+                                  o.kind == courier::token{}
+                                      ? std::string("no default child context here")
+                                      : "no child context of kind " + std::string(o.kind.view()) + " here"));
       return {};
     }
     const std::uint64_t id = next_child_;
@@ -139,7 +140,6 @@ class local_context
   }
 
  private:
-
   const service_table* services_of(std::uint64_t id) const noexcept {
     if (id == 0) return services_.get();
     auto it = children_.find(id);
@@ -149,7 +149,8 @@ class local_context
   void answer_reflection(const service_table& table, const dynamic_call& c, std::uint64_t tid,
                          response_promise<wire::items_ref>& promise) {
     reply_.clear();
-    wire::frame_writer w(reply_, wire::frame_header{wire::protocol_version, wire::kind::reply, 0, 0, c.token, tid, c.context});
+    wire::frame_writer w(reply_,
+                         wire::frame_header{wire::protocol_version, wire::kind::reply, 0, 0, c.token, tid, c.context});
     table.describe(w);
     if (!w.finish()) {
       promise.fail(courier::error(errc::handler_failed, "the service list does not fit in a frame"));

@@ -90,8 +90,8 @@ class node {
                                        std::shared_ptr<const service_table> services = nullptr) {
     auto c = net::connect(where, cfg.connect_timeout);
     if (!c) return c.err();
-    auto conn = start_connection<connection<no_interface, no_interface>>(std::move(c->sock), std::move(c->child), cfg,
-                                                                         "connect " + to_string(where), std::move(services));
+    auto conn = start_connection<connection<no_interface, no_interface>>(
+        std::move(c->sock), std::move(c->child), cfg, "connect " + to_string(where), std::move(services));
     if (!conn) return conn.err();
     return context_ref(actor_ref<detail::context_calls>(std::move(*conn)), 0);
   }
@@ -131,12 +131,12 @@ class node {
     if (auto ok = make_nonblocking(connected.fd()); !ok) return ok.err();
     using duplex_connection = connection<Out, In>;
     const spawn_options opts{.mailbox_capacity = cfg.mailbox_capacity};
-    auto conn = side == wire::role::initiator
-                    ? core_->system().template spawn<duplex_connection>(opts, core_, std::move(connected),
-                                                                        std::optional<child_process>{}, cfg, nullptr,
-                                                                        std::move(served))
-                    : core_->system().template spawn<duplex_connection>(opts, core_, std::move(connected),
-                                                                        std::move(served), cfg, core_->make_share(cfg));
+    auto conn =
+        side == wire::role::initiator
+            ? core_->system().template spawn<duplex_connection>(
+                  opts, core_, std::move(connected), std::optional<child_process>{}, cfg, nullptr, std::move(served))
+            : core_->system().template spawn<duplex_connection>(opts, core_, std::move(connected), std::move(served),
+                                                                cfg, core_->make_share(cfg));
     return actor_ref<Out>(std::move(conn));
   }
 
@@ -144,8 +144,8 @@ class node {
   courier::result<void> serve_connection(std::shared_ptr<const service_table> services, socket connected,
                                          const connection_config& cfg = {}) {
     if (auto ok = make_nonblocking(connected.fd()); !ok) return ok.err();
-    core_->system().template spawn<server_connection<no_interface>>(core_, std::move(connected), actor_ref<no_interface>{},
-                                                                     cfg, core_->make_share(cfg), std::move(services));
+    core_->system().template spawn<server_connection<no_interface>>(
+        core_, std::move(connected), actor_ref<no_interface>{}, cfg, core_->make_share(cfg), std::move(services));
     return {};
   }
 
@@ -180,9 +180,9 @@ class node {
     if (where.kind == transport_kind::pipe) {
       auto sock = pipe_server_socket(where);  // non-blocking, close-on-exec
       if (!sock) return sock.err();
-      core_->system().template spawn<server_connection<no_interface>>(core_, std::move(*sock), actor_ref<no_interface>{},
-                                                                       cfg, core_->make_share(cfg), std::move(children),
-                                                                       std::move(context));
+      core_->system().template spawn<server_connection<no_interface>>(
+          core_, std::move(*sock), actor_ref<no_interface>{}, cfg, core_->make_share(cfg), std::move(children),
+          std::move(context));
       return serving{"pipe (stdin)", 0};
     }
     return serve_with(actor_ref<no_interface>{}, std::move(children), where, cfg, std::move(context));
@@ -203,7 +203,8 @@ class node {
   /// Serves a session per connection (session.hpp) at `where`: each connection the server accepts
   /// gets the session `make` returns for it (for pipe, the one connection on stdin). At most
   /// cfg.max_connections sessions at once; cfg.idle_timeout ends idle ones.
-  courier::result<serving> serve_sessions(session_factory make, const endpoint& where, const connection_config& cfg = {}) {
+  courier::result<serving> serve_sessions(session_factory make, const endpoint& where,
+                                          const connection_config& cfg = {}) {
     auto factory = std::make_shared<const session_factory>(std::move(make));
     std::weak_ptr<detail::node_core> weak = core_;
     auto start = [weak, factory, cfg, kind = where.kind](socket sock, std::shared_ptr<detail::listener_share> share) {
@@ -211,9 +212,9 @@ class node {
       if (!core) return;
       detail::session_start session{factory, detail::peer_of(sock, kind)};
       session.peer.id = core->next_session_id();
-      core->system().template spawn<server_connection<no_interface>>(core, std::move(sock), actor_ref<no_interface>{}, cfg,
-                                                                       std::move(share), nullptr, context_ref{},
-                                                                       std::move(session));
+      core->system().template spawn<server_connection<no_interface>>(core, std::move(sock), actor_ref<no_interface>{},
+                                                                     cfg, std::move(share), nullptr, context_ref{},
+                                                                     std::move(session));
     };
     if (where.kind == transport_kind::pipe) {
       auto sock = pipe_server_socket(where);  // non-blocking, close-on-exec
@@ -239,8 +240,8 @@ class node {
     if (where.kind == transport_kind::pipe) {
       auto sock = pipe_server_socket(where);  // non-blocking, close-on-exec
       if (!sock) return sock.err();
-      core_->system().template spawn<server_connection<no_interface>>(core_, std::move(*sock), actor_ref<no_interface>{},
-                                                                       cfg, core_->make_share(cfg), std::move(services));
+      core_->system().template spawn<server_connection<no_interface>>(
+          core_, std::move(*sock), actor_ref<no_interface>{}, cfg, core_->make_share(cfg), std::move(services));
       return serving{"pipe (stdin)", 0};
     }
     return serve(std::move(services), where, cfg);
@@ -259,7 +260,8 @@ class node {
         std::move(*l),
         [weak, target, cfg, share, services, context](socket sock) {
           if (auto core = weak.lock())
-            core->system().template spawn<server_connection<I>>(core, std::move(sock), target, cfg, share, services, context);
+            core->system().template spawn<server_connection<I>>(core, std::move(sock), target, cfg, share, services,
+                                                                context);
         },
         share, cfg.max_connections);
     const int fd = a->listening().fd();
@@ -269,7 +271,6 @@ class node {
   }
 
  public:
-
   /// The server side of --pipe: serves `target` on the socket pair the client started this
   /// process with (fd 0; fd 1 is pointed at stderr so stray output cannot corrupt the stream).
   template <class I>
@@ -311,8 +312,8 @@ class node {
   // before an ask reached it (a pipe server that exits at once) would answer actor_stopped and
   // lose the reason.
   template <class I>
-  courier::result<actor_ref<I>> start_client(socket sock, std::optional<child_process> child, const connection_config& cfg,
-                                             const std::string& what) {
+  courier::result<actor_ref<I>> start_client(socket sock, std::optional<child_process> child,
+                                             const connection_config& cfg, const std::string& what) {
     auto conn = start_connection<client_connection<I>>(std::move(sock), std::move(child), cfg, what);
     if (!conn) return conn.err();
     return actor_ref<I>(std::move(*conn));

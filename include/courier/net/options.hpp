@@ -39,7 +39,7 @@
 namespace CLI {
 class App;
 class Validator;
-}
+}  // namespace CLI
 
 namespace courier::net {
 
@@ -84,8 +84,7 @@ using extra_options = std::function<void(CLI::App&)>;
 
 /// Parses argv[1..argc) (argv[0] is the program's path and is skipped). An error's text does not
 /// repeat the program's name (the caller prints "name: text").
-[[nodiscard]] courier::result<options> parse_options(int argc, const char* const* argv,
-                                                     std::string_view program_name,
+[[nodiscard]] courier::result<options> parse_options(int argc, const char* const* argv, std::string_view program_name,
                                                      const extra_options& extra = {},
                                                      program_kind kind = program_kind::client);
 

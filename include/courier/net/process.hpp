@@ -75,7 +75,7 @@ class child_process {
 /// threads, a client that ignores SIGPIPE) did with them. `extra_environment` ("NAME=value"
 /// entries) is added to this process's environment for the child. The error names the command.
 [[nodiscard]] courier::result<child_process> spawn_with_stdio(const std::vector<std::string>& command, int stdio,
-                                                             const std::vector<std::string>& extra_environment = {});
+                                                              const std::vector<std::string>& extra_environment = {});
 
 /// Sends descriptor `fd` (a copy: the caller still holds its own) over the Unix-domain socket
 /// `over` as SCM_RIGHTS ancillary data, beside `tag` (a number the receiver gets with it). False,

@@ -8,7 +8,8 @@
 ///
 ///     int main(int argc, char** argv) {
 ///       return courier::net::run_server(argc, argv, {.name = "courier-chat-server"},
-///           [](courier::net::server_setup& s) { return s.net.serve_sessions(make_session(s.sys), s.where, s.config); });
+///           [](courier::net::server_setup& s) { return s.net.serve_sessions(make_session(s.sys), s.where, s.config);
+///           });
 ///     }
 ///
 /// Thread-safety: call once, from main, before any other thread is started.

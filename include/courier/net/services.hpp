@@ -41,8 +41,8 @@
 #include "courier/detail/message.hpp"
 #include "courier/error.hpp"
 #include "courier/net/context.hpp"
-#include "courier/net/incoming.hpp"
 #include "courier/net/detail/wire_interface.hpp"
+#include "courier/net/incoming.hpp"
 #include "courier/pool.hpp"
 #include "courier/token.hpp"
 #include "courier/wire/decoder.hpp"
@@ -169,37 +169,40 @@ class service_table {
   child_factory children_;
 };
 
-
 template <class Handler>
 service_table& service_table::on(Handler handler) {
   using traits = detail::typed_service<Handler>;
   using message = typename traits::message;
   using returned = typename traits::returned;
   using reply = typename detail::typed_reply<returned>::type;
-  static_assert(wire::message<message>,
-                "service_table::on: the handler takes a message struct (a token and fields(), see courier/wire/message.hpp)");
+  static_assert(
+      wire::message<message>,
+      "service_table::on: the handler takes a message struct (a token and fields(), see courier/wire/message.hpp)");
   static_assert(!wire::views_frame<message>,
                 "service_table::on: a typed service's fields own their bytes (std::string, not std::string_view)");
   constexpr bool returns = !std::is_void_v<reply> && !std::is_same_v<reply, courier::unit>;
   using reported = std::conditional_t<returns, reply, courier::unit>;
   service_signature signature{wire::arguments_signature<message>(), wire::result_signature<reported>(),
                               std::string(wire::description_of<message>()), returns};
-  return add(courier::token(message::token), [h = std::move(handler)](incoming& call) {
-    auto msg = call.read_message<message>();
-    if (!msg) return;  // the call fails with the field that did not fit
-    if constexpr (courier::detail::is_result<returned>) {
-      auto r = h(std::as_const(*msg));
-      if (!r) return call.fail(r.err());
-      if constexpr (returns) {
-        if (!call.one_way()) detail::write_reply_items(call.reply(), *r);
-      }
-    } else if constexpr (returns) {
-      auto r = h(std::as_const(*msg));
-      if (!call.one_way()) detail::write_reply_items(call.reply(), r);
-    } else {
-      (void)h(std::as_const(*msg));  // nothing to answer (void, courier::unit)
-    }
-  }, std::move(signature));
+  return add(
+      courier::token(message::token),
+      [h = std::move(handler)](incoming& call) {
+        auto msg = call.read_message<message>();
+        if (!msg) return;  // the call fails with the field that did not fit
+        if constexpr (courier::detail::is_result<returned>) {
+          auto r = h(std::as_const(*msg));
+          if (!r) return call.fail(r.err());
+          if constexpr (returns) {
+            if (!call.one_way()) detail::write_reply_items(call.reply(), *r);
+          }
+        } else if constexpr (returns) {
+          auto r = h(std::as_const(*msg));
+          if (!call.one_way()) detail::write_reply_items(call.reply(), r);
+        } else {
+          (void)h(std::as_const(*msg));  // nothing to answer (void, courier::unit)
+        }
+      },
+      std::move(signature));
 }
 
 }  // namespace courier::net

@@ -43,7 +43,9 @@ class start_mode_set {
   [[nodiscard]] constexpr bool contains(start_mode m) const noexcept { return (bits_ & bit(m)) != 0; }
 
  private:
-  static constexpr std::uint8_t bit(start_mode m) noexcept { return static_cast<std::uint8_t>(1u << static_cast<unsigned>(m)); }
+  static constexpr std::uint8_t bit(start_mode m) noexcept {
+    return static_cast<std::uint8_t>(1u << static_cast<unsigned>(m));
+  }
   std::uint8_t bits_ = 0;
 };
 

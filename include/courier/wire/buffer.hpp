@@ -20,7 +20,7 @@ namespace courier::wire {
 /// Thread-safety: a value type; the functions it points to must be safe to call from the thread that
 /// owns the buffer.
 struct buffer_hooks {
-  void* (*allocate)(std::size_t bytes, void* context) = nullptr;   // returns nullptr on failure
+  void* (*allocate)(std::size_t bytes, void* context) = nullptr;  // returns nullptr on failure
   void (*deallocate)(void* p, std::size_t bytes, void* context) = nullptr;
   void* context = nullptr;
 };
@@ -96,8 +96,8 @@ class out_buffer {
   }
 
   void reallocate(std::size_t n) {
-    auto* p = static_cast<std::byte*>(hooks_.allocate ? hooks_.allocate(n, hooks_.context)
-                                                      : ::operator new(n, std::nothrow));
+    auto* p =
+        static_cast<std::byte*>(hooks_.allocate ? hooks_.allocate(n, hooks_.context) : ::operator new(n, std::nothrow));
     if (p == nullptr) throw std::bad_alloc();
     if (size_ != 0) std::memcpy(p, data_, size_);
     release();

@@ -96,7 +96,8 @@ class frame_writer {
 
   frame_writer& begin_list() {
     *out_->extend(1) = static_cast<std::byte>(item_type::list);
-    if (++depth_ > max_depth_) [[unlikely]] fail(errc::nesting_too_deep);
+    if (++depth_ > max_depth_) [[unlikely]]
+      fail(errc::nesting_too_deep);
     count_item();
     return *this;
   }
@@ -144,7 +145,8 @@ class frame_writer {
   }
 
   void count_item() noexcept {
-    if (++items_ > max_items_) [[unlikely]] fail(errc::too_many_items);
+    if (++items_ > max_items_) [[unlikely]]
+      fail(errc::too_many_items);
   }
 
   void fail(errc e) noexcept {

@@ -130,13 +130,13 @@ struct engine_failure {
 
 /// What went through an engine.
 struct engine_counters {
-  std::uint64_t frames_in = 0;        // well-formed frames received, of every kind
-  std::uint64_t frames_out = 0;       // frames the engine itself wrote (handshake, pong, ping, error, close)
-  std::uint64_t spoiled_frames = 0;   // frames received with a non-fatal fault (skipped)
-  std::uint64_t dropped_replies = 0;  // replies no caller waited for (count_dropped_reply())
-  std::uint64_t refused_calls = 0;    // calls answered with 260 system_shutdown because we were closing
-  std::uint64_t dropped_sends = 0;    // one-way sends received after a close, not delivered
-  std::uint64_t peer_errors = 0;      // ERROR frames with transaction id 0 the peer sent (non-fatal ones too)
+  std::uint64_t frames_in = 0;               // well-formed frames received, of every kind
+  std::uint64_t frames_out = 0;              // frames the engine itself wrote (handshake, pong, ping, error, close)
+  std::uint64_t spoiled_frames = 0;          // frames received with a non-fatal fault (skipped)
+  std::uint64_t dropped_replies = 0;         // replies no caller waited for (count_dropped_reply())
+  std::uint64_t refused_calls = 0;           // calls answered with 260 system_shutdown because we were closing
+  std::uint64_t dropped_sends = 0;           // one-way sends received after a close, not delivered
+  std::uint64_t peer_errors = 0;             // ERROR frames with transaction id 0 the peer sent (non-fatal ones too)
   std::uint64_t unknown_context_frames = 0;  // calls, sends and context requests for a context not open (258)
   std::uint64_t contexts_opened = 0;         // children the peer opened and the owner accepted
   std::uint64_t contexts_refused = 0;        // context_open requests of the peer's that were refused
@@ -331,14 +331,14 @@ class engine {
   /// A child context as this peer sees it, from its open until its close is complete here.
   struct child_context {
     bool opened_by_us = false;
-    bool we_closed = false;              // our context_close went out
+    bool we_closed = false;  // our context_close went out
     bool our_close_answered = false;
-    bool peer_closed = false;            // the peer's context_close arrived
+    bool peer_closed = false;  // the peer's context_close arrived
     bool peer_close_answered = false;
-    std::uint64_t open_txn = 0;          // our context_open, until its answer
-    std::uint64_t close_txn = 0;         // our context_close, until its answer
-    std::uint64_t peer_close_txn = 0;    // the peer's context_close, until we answer it
-    std::size_t calls_unanswered = 0;    // calls the owner received in it and has not answered
+    std::uint64_t open_txn = 0;        // our context_open, until its answer
+    std::uint64_t close_txn = 0;       // our context_close, until its answer
+    std::uint64_t peer_close_txn = 0;  // the peer's context_close, until we answer it
+    std::size_t calls_unanswered = 0;  // calls the owner received in it and has not answered
   };
 
   template <class Handler>
@@ -347,8 +347,7 @@ class engine {
   }
 
   [[nodiscard]] bool accepting_input() const noexcept {
-    return state_ == engine_state::handshaking || state_ == engine_state::open ||
-           state_ == engine_state::closing;
+    return state_ == engine_state::handshaking || state_ == engine_state::open || state_ == engine_state::closing;
   }
   step_result step(out_buffer& out);
   step_result on_valid(const frame_view& f, out_buffer& out);
@@ -397,9 +396,9 @@ class engine {
   std::size_t calls_unanswered_ = 0;
   std::size_t calls_outstanding_ = 0;
   bool started_ = false;
-  bool peer_closed_ = false;      // the peer's close arrived
-  bool we_closed_ = false;        // we sent close
-  bool received_ = false;         // bytes arrived since the last tick
+  bool peer_closed_ = false;  // the peer's close arrived
+  bool we_closed_ = false;    // we sent close
+  bool received_ = false;     // bytes arrived since the last tick
   std::uint64_t next_ping_id_ = 1;
   std::uint32_t pings_unanswered_ = 0;  // keepalive pings sent since the last byte received
   std::unordered_map<std::uint64_t, child_context> children_;

@@ -46,15 +46,13 @@ enum class errc : std::uint8_t {
   bad_handshake = 22,        // a handshake frame whose body does not follow the protocol, or none in time
   unexpected_frame = 23,     // a frame the connection's state does not allow (a second handshake): fatal
   bad_transaction_id = 24,   // a call, context_open or context_close with transaction id 0
-  bad_context_id = 25,       // a context_open for context 0, of the receiver's parity or still open; a context_close for 0
+  bad_context_id = 25,  // a context_open for context 0, of the receiver's parity or still open; a context_close for 0
 };
 
 /// The category of `errc`; its name() is "courier.wire". Thread-safety: immutable singleton, safe anywhere.
 [[nodiscard]] const std::error_category& wire_category() noexcept;
 
-[[nodiscard]] inline std::error_code make_error_code(errc e) noexcept {
-  return {static_cast<int>(e), wire_category()};
-}
+[[nodiscard]] inline std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), wire_category()}; }
 
 /// The enumerator's name ("bad_magic"), as used in the test vectors and by the frame printer.
 [[nodiscard]] const char* to_string(errc e) noexcept;
@@ -87,7 +85,7 @@ enum class item_type : std::uint8_t {
 ///
 /// Thread-safety: a value type.
 struct error {
-  errc code{};  // errc{} (0, no enumerator) means "no error"
+  errc code{};                           // errc{} (0, no enumerator) means "no error"
   item_type expected = item_type::none;  // meaningful for type_mismatch / no_more_items
   item_type actual = item_type::none;    // for type_mismatch; for unknown_type_tag the raw tag byte
   std::uint32_t offset = 0;              // byte offset in the frame body (or in the input for header errors)

@@ -48,7 +48,7 @@ enum class kind : std::uint8_t {
   context_close = 7,  // close a child context
   ping = 8,
   pong = 9,
-  close = 10,         // orderly close: the sender will send nothing more
+  close = 10,  // orderly close: the sender will send nothing more
 };
 inline constexpr std::uint8_t max_kind = 10;
 
@@ -109,9 +109,10 @@ constexpr U byteswap(U v) noexcept {
 }
 
 template <class T>
-using uint_of = std::conditional_t<sizeof(T) == 1, std::uint8_t,
-                std::conditional_t<sizeof(T) == 2, std::uint16_t,
-                std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>>>;
+using uint_of =
+    std::conditional_t<sizeof(T) == 1, std::uint8_t,
+                       std::conditional_t<sizeof(T) == 2, std::uint16_t,
+                                          std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>>>;
 
 /// Writes an integer or floating-point value as little-endian bytes at p (no alignment needed).
 template <class T>

@@ -43,9 +43,9 @@ struct handshake_info {
 struct agreement {
   std::uint8_t version = protocol_version;
   std::uint64_t capabilities = 0;
-  std::uint32_t max_frame_size = 0;  // the largest frame this side may send: the peer's limit
-  std::uint32_t max_items = 0;       // the most items per frame this side may send: the peer's limit
-  std::uint32_t max_depth = 0;       // the deepest nesting this side may send: the peer's limit
+  std::uint32_t max_frame_size = 0;      // the largest frame this side may send: the peer's limit
+  std::uint32_t max_items = 0;           // the most items per frame this side may send: the peer's limit
+  std::uint32_t max_depth = 0;           // the deepest nesting this side may send: the peer's limit
   std::uint32_t max_child_contexts = 0;  // the most children this side may have open in the peer: its limit
 
   /// The peer's limits as a limits value, for a frame_writer that must respect them.

@@ -18,15 +18,14 @@
 namespace courier::wire::detail {
 
 template <class T>
-inline constexpr bool is_char_v =
-    std::is_same_v<T, char> || std::is_same_v<T, wchar_t> || std::is_same_v<T, char8_t> ||
-    std::is_same_v<T, char16_t> || std::is_same_v<T, char32_t>;
+inline constexpr bool is_char_v = std::is_same_v<T, char> || std::is_same_v<T, wchar_t> || std::is_same_v<T, char8_t> ||
+                                  std::is_same_v<T, char16_t> || std::is_same_v<T, char32_t>;
 
 /// A type that is one fixed-size item: bool, the exact-width integers, float, double. Character types are
 /// left out on purpose: whether a `char` is a number or a letter is the caller's call, not ours.
 template <class T>
 concept scalar = std::is_same_v<T, bool> || std::is_same_v<T, float> || std::is_same_v<T, double> ||
-                 (std::is_integral_v<T> && !is_char_v<T> && sizeof(T) <= 8);
+    (std::is_integral_v<T> && !is_char_v<T> && sizeof(T) <= 8);
 
 template <scalar T>
 consteval item_type tag_of() {
@@ -39,15 +38,15 @@ consteval item_type tag_of() {
     static_assert(sizeof(double) == 8);
     return item_type::float64;
   } else if constexpr (std::is_signed_v<T>) {
-    return sizeof(T) == 1 ? item_type::int8
-         : sizeof(T) == 2 ? item_type::int16
-         : sizeof(T) == 4 ? item_type::int32
-                          : item_type::int64;
+    return sizeof(T) == 1   ? item_type::int8
+           : sizeof(T) == 2 ? item_type::int16
+           : sizeof(T) == 4 ? item_type::int32
+                            : item_type::int64;
   } else {
-    return sizeof(T) == 1 ? item_type::uint8
-         : sizeof(T) == 2 ? item_type::uint16
-         : sizeof(T) == 4 ? item_type::uint32
-                          : item_type::uint64;
+    return sizeof(T) == 1   ? item_type::uint8
+           : sizeof(T) == 2 ? item_type::uint16
+           : sizeof(T) == 4 ? item_type::uint32
+                            : item_type::uint64;
   }
 }
 

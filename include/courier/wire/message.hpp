@@ -16,10 +16,10 @@
 #include <utility>
 #include <vector>
 
+#include "courier/token.hpp"
 #include "courier/wire/decoder.hpp"
 #include "courier/wire/encoder.hpp"
 #include "courier/wire/shared_buffer.hpp"
-#include "courier/token.hpp"
 
 // Typed messages: a struct with `static constexpr courier::token token` and `fields()` returning a tuple
 // of references crosses the wire with no code of its own. Field types map to items as follows:
@@ -200,7 +200,8 @@ struct views_frame {
       using tuple = decltype(std::declval<T&>().fields());
       return []<std::size_t... I>(std::index_sequence<I...>) {
         return (views_frame_v<std::tuple_element_t<I, std::remove_cvref_t<tuple>>> || ...);
-      }(std::make_index_sequence<std::tuple_size_v<std::remove_cvref_t<tuple>>>{});
+      }
+      (std::make_index_sequence<std::tuple_size_v<std::remove_cvref_t<tuple>>>{});
     } else {
       return false;
     }
@@ -213,9 +214,9 @@ struct views_frame {
 template <message M>
 [[nodiscard]] result<std::size_t> encode(out_buffer& out, const M& msg, const route& rt = {},
                                          const limits& lim = limits{}) {
-  frame_writer w(out, frame_header{protocol_version, rt.kind, 0, 0, courier::token(M::token), rt.transaction_id,
-                                   rt.context_id},
-                 lim);
+  frame_writer w(
+      out, frame_header{protocol_version, rt.kind, 0, 0, courier::token(M::token), rt.transaction_id, rt.context_id},
+      lim);
   std::apply([&w](const auto&... f) { (detail::write_value(w, f), ...); }, msg.fields());
   return w.finish();
 }
@@ -227,9 +228,9 @@ inline constexpr bool views_frame = detail::views_frame_v<T>;
 
 /// Decodes a message from the body of `frame` into `msg`, reusing the capacity of its strings and vectors.
 /// The frame's token must be M's, and every item must be consumed: items after the last field (of the
-/// message, or of a nested record or fixed-size array) are trailing_items, which counts them. `owner`, when given, is the
-/// receive block the frame lies in: string_ref and bytes_ref fields then view it and share it
-/// instead of copying their bytes.
+/// message, or of a nested record or fixed-size array) are trailing_items, which counts them. `owner`, when given, is
+/// the receive block the frame lies in: string_ref and bytes_ref fields then view it and share it instead of copying
+/// their bytes.
 template <message M>
 [[nodiscard]] result<void> decode(const frame_view& frame, M& msg, shared_block* owner = nullptr) {
   if (frame.token() != courier::token(M::token)) return errc::token_mismatch;

@@ -161,7 +161,7 @@ class viewing_ref {
 class string_ref : public detail::viewing_ref<std::string_view> {
  public:
   using viewing_ref::viewing_ref;
-  string_ref(const viewing_ref& r) noexcept : viewing_ref(r) {}  // NOLINT
+  string_ref(const viewing_ref& r) noexcept : viewing_ref(r) {}        // NOLINT
   string_ref(viewing_ref&& r) noexcept : viewing_ref(std::move(r)) {}  // NOLINT
   explicit string_ref(const char* s) noexcept : viewing_ref(std::string_view(s)) {}
   explicit string_ref(const std::string& s) noexcept : viewing_ref(std::string_view(s)) {}
@@ -177,7 +177,7 @@ class string_ref : public detail::viewing_ref<std::string_view> {
 class bytes_ref : public detail::viewing_ref<std::span<const std::byte>> {
  public:
   using viewing_ref::viewing_ref;
-  bytes_ref(const viewing_ref& r) noexcept : viewing_ref(r) {}  // NOLINT
+  bytes_ref(const viewing_ref& r) noexcept : viewing_ref(r) {}        // NOLINT
   bytes_ref(viewing_ref&& r) noexcept : viewing_ref(std::move(r)) {}  // NOLINT
 };
 

@@ -75,7 +75,8 @@ std::string field_list() {
   };
   [&]<std::size_t... I>(std::index_sequence<I...>) {
     (field(I, type_name<std::remove_cvref_t<std::tuple_element_t<I, fields_t>>>()), ...);
-  }(std::make_index_sequence<std::tuple_size_v<fields_t>>{});
+  }
+  (std::make_index_sequence<std::tuple_size_v<fields_t>>{});
   out.append(")");
   return out;
 }
@@ -118,10 +119,7 @@ concept described = requires {
 
 /// The arguments of a message (its fields, each a top-level item): "(int32 a, int32 b)".
 template <class M>
-  requires has_fields<M>
-std::string arguments_signature() {
-  return detail::field_list<M>();
-}
+requires has_fields<M> std::string arguments_signature() { return detail::field_list<M>(); }
 
 /// The result a reply of type R carries: "()" for nothing (courier::unit), the fields of a record
 /// result spread ("(float64 x, float64 y)"), any other type by name ("int64", "list of string").

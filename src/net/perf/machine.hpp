@@ -21,8 +21,7 @@ inline std::string machine_description() {
     std::string line;
     while (std::getline(in, line)) {
       // x86: "model name"; some ARM kernels: "Processor" / "Hardware".
-      if (line.rfind("model name", 0) == 0 || line.rfind("Processor", 0) == 0
-          || line.rfind("Hardware", 0) == 0) {
+      if (line.rfind("model name", 0) == 0 || line.rfind("Processor", 0) == 0 || line.rfind("Hardware", 0) == 0) {
         auto colon = line.find(':');
         if (colon != std::string::npos) {
           auto first = line.find_first_not_of(" \t", colon + 1);
@@ -36,12 +35,10 @@ inline std::string machine_description() {
   }
   long cores = 0;
   cores = ::sysconf(_SC_NPROCESSORS_ONLN);
-  if (cores <= 0)
-    cores = static_cast<long>(std::thread::hardware_concurrency());
+  if (cores <= 0) cores = static_cast<long>(std::thread::hardware_concurrency());
   std::string kernel = "unknown kernel";
   struct utsname u;
-  if (::uname(&u) == 0)
-    kernel = std::string{u.sysname} + " " + u.release + " " + u.machine;
+  if (::uname(&u) == 0) kernel = std::string{u.sysname} + " " + u.release + " " + u.machine;
   return cpu + " | " + std::to_string(cores) + " cores | " + kernel;
 }
 

@@ -5,10 +5,10 @@
 //   courier-perf --all @ courier-perf-server                 (pipe: starts the server itself)
 //   courier-perf-server --uds --file /tmp/perf.sock &  courier-perf --send-and-wait --raw --uds --file /tmp/perf.sock
 //   courier-perf --matrix --quick --json perf.json --chart perf.png
-#include <CLI/CLI.hpp>
-#include <courier/net/options.hpp>
 #include <limits.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
+#include <courier/net/options.hpp>
 
 #include <cstdio>
 #include <filesystem>
@@ -40,13 +40,17 @@ const std::map<std::string, perf::start_mode> mode_names{{"pool", perf::start_mo
 
 net::extra_options declare(perf_options& o) {
   return [&o](CLI::App& app) {
-    for (const auto& t : perf::all_tests) app.add_flag("--" + std::string(t.name), o.chosen[t.name], std::string(t.help));
+    for (const auto& t : perf::all_tests)
+      app.add_flag("--" + std::string(t.name), o.chosen[t.name], std::string(t.help));
     app.add_flag("--all", o.all, "Every test (the default when none is named)");
-    app.add_option("--sec", o.seconds, "Seconds each test runs (default 2; --quick: 0.1)")->check(net::positive_number());
-    app.add_flag("--raw", o.raw, "Also the raw limits of the transport (raw-roundtrip, raw-pipelined, raw-connect), "
-                                 "and each test's ratio to its limit");
-    app.add_option("--raw-mode", o.raw_mode, "How raw-connect's peer runs each connection: as the server's start mode "
-                                             "(pool, thread, fork, spawn; default pool)")
+    app.add_option("--sec", o.seconds, "Seconds each test runs (default 2; --quick: 0.1)")
+        ->check(net::positive_number());
+    app.add_flag("--raw", o.raw,
+                 "Also the raw limits of the transport (raw-roundtrip, raw-pipelined, raw-connect), "
+                 "and each test's ratio to its limit");
+    app.add_option("--raw-mode", o.raw_mode,
+                   "How raw-connect's peer runs each connection: as the server's start mode "
+                   "(pool, thread, fork, spawn; default pool)")
         ->check(CLI::IsMember({"pool", "thread", "fork", "spawn"}));
     app.add_flag("--matrix", o.matrix, "Every transport (pipe, uds, tcp) x start mode x test, with the raw limits");
     app.add_option("--modes", o.modes, "--matrix: the server's start modes to run on uds and tcp (default pool)")
@@ -54,20 +58,24 @@ net::extra_options declare(perf_options& o) {
         ->delimiter(',');
     app.add_flag("--quick", o.quick, "Each cell briefly (0.1 s): a smoke run");
     app.add_option("--json", o.json, "--matrix: also write the figures as JSON to FILE")->type_name("FILE");
-    app.add_option("--compare", o.compare, "--matrix: set each figure beside FILE's (the shape --json writes: an "
-                                           "earlier run, or another framework measured on this host)")
+    app.add_option("--compare", o.compare,
+                   "--matrix: set each figure beside FILE's (the shape --json writes: an "
+                   "earlier run, or another framework measured on this host)")
         ->type_name("FILE");
-    app.add_option("--chart", o.chart, "--matrix: also draw them (gnuplot, log scale) into FILE.png")->type_name("FILE");
+    app.add_option("--chart", o.chart, "--matrix: also draw them (gnuplot, log scale) into FILE.png")
+        ->type_name("FILE");
     app.add_option("--chart-script", o.chart_script, "The gnuplot script --chart runs (default: the installed one)")
         ->type_name("FILE");
-    app.add_option("--server", o.server, "The courier-perf-server --matrix starts (default: the one beside this program)")
+    app.add_option("--server", o.server,
+                   "The courier-perf-server --matrix starts (default: the one beside this program)")
         ->type_name("PATH");
     app.add_flag("--raw-echo", o.raw_echo, "(internal) be the raw limits' echo peer on stdin")->group("");
     app.footer(
         "Each test prints '--TEST RATE [COUNT / SECONDS]': COUNT calls (sends, sessions, children) done in SECONDS,\n"
         "and RATE = COUNT / SECONDS per second. The raw limits are this program's bare echo over the same transport\n"
         "(one round trip, 64 pipelined, a connect and one round trip), measured in the same run; (x.xx) after a\n"
-        "figure is its ratio to the limit its test is held against. Below 1 is what Courier costs per message. Above 1\n"
+        "figure is its ratio to the limit its test is held against. Below 1 is what Courier costs per message. Above "
+        "1\n"
         "is not an error: the bare echo writes one message at a time and sleeps in read for each, while Courier puts\n"
         "many messages in each write (send, send-and-callback) and looks again before it sleeps (the round trips).\n"
         "In --matrix, 'libmsgque*' is libmsgque's published summary from another machine (2009): a scale, not a\n"
@@ -103,7 +111,8 @@ int main(int argc, char** argv) {
   // The raw echo of one connection, a process each (pipe, and the spawn mode's per connection),
   // skips the option parser as a courier-perf-server without arguments does: the raw bound pays
   // no start-up cost that the server does not.
-  if (argc == 2 && std::string_view(argv[1]) == "--raw-echo") return perf::run_raw_echo(self_path(argv[0]), perf::start_mode::pool);
+  if (argc == 2 && std::string_view(argv[1]) == "--raw-echo")
+    return perf::run_raw_echo(self_path(argv[0]), perf::start_mode::pool);
   perf_options o;
   const auto extra = declare(o);
   auto opts = net::parse_options(argc, argv, "courier-perf", extra);
@@ -156,12 +165,13 @@ int main(int argc, char** argv) {
     }
     using run_raw = courier::result<perf::measured> (perf::raw_peer::*)(std::chrono::duration<double>);
     const std::pair<std::string_view, run_raw> figures[] = {{"raw-roundtrip", &perf::raw_peer::roundtrip},
-                                                             {"raw-pipelined", &perf::raw_peer::pipelined},
-                                                             {"raw-connect", &perf::raw_peer::connect}};
+                                                            {"raw-pipelined", &perf::raw_peer::pipelined},
+                                                            {"raw-connect", &perf::raw_peer::connect}};
     for (const auto& [name, run] : figures) {
       auto m = ((*peer).*run)(run_for);
       if (!m) {
-        std::fprintf(stderr, "courier-perf: %.*s: %s\n", static_cast<int>(name.size()), name.data(), m.err().describe().c_str());
+        std::fprintf(stderr, "courier-perf: %.*s: %s\n", static_cast<int>(name.size()), name.data(),
+                     m.err().describe().c_str());
         return 1;
       }
       raw.emplace(name, *m);
@@ -180,15 +190,17 @@ int main(int argc, char** argv) {
     for (auto test : tests) {
       auto m = client.run(test, run_for);
       if (!m) {
-        std::fprintf(stderr, "courier-perf: --%.*s: %s\n", static_cast<int>(test.size()), test.data(), m.err().describe().c_str());
+        std::fprintf(stderr, "courier-perf: --%.*s: %s\n", static_cast<int>(test.size()), test.data(),
+                     m.err().describe().c_str());
         if (m.err() == courier::errc::no_such_service) {
           // The tests call the services of courier-perf-server (ADD5, SNT_, ...): any other server
           // lacks them.
           const char* start = where.kind == net::transport_kind::tcp   ? "courier-perf-server --tcp --port P"
                               : where.kind == net::transport_kind::uds ? "courier-perf-server --uds --file F"
-                                                                          : "courier-perf @ courier-perf-server";
-          std::fprintf(stderr, "courier-perf: the server at %s is not courier-perf-server, whose services the tests call; "
-                               "run '%s' (or --matrix, which starts its own)\n",
+                                                                       : "courier-perf @ courier-perf-server";
+          std::fprintf(stderr,
+                       "courier-perf: the server at %s is not courier-perf-server, whose services the tests call; "
+                       "run '%s' (or --matrix, which starts its own)\n",
                        to_string(where).c_str(), start);
           return 1;
         }
@@ -199,7 +211,8 @@ int main(int argc, char** argv) {
       for (const auto& t : perf::all_tests) {
         auto b = raw.find(t.bound);
         if (t.name == test && b != raw.end() && b->second.per_second() > 0)
-          std::printf("  %.2fx %.*s", m->per_second() / b->second.per_second(), static_cast<int>(t.bound.size()), t.bound.data());
+          std::printf("  %.2fx %.*s", m->per_second() / b->second.per_second(), static_cast<int>(t.bound.size()),
+                      t.bound.data());
       }
       std::printf("\n");
       std::fflush(stdout);

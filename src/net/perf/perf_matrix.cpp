@@ -1,8 +1,8 @@
 #include "perf_matrix.hpp"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -61,9 +61,12 @@ std::string_view bound_of(std::string_view test) {
 /// "1.23M", "45.6k", "789".
 std::string human(double per_second) {
   char text[32];
-  if (per_second >= 1e6) std::snprintf(text, sizeof text, "%.2fM", per_second / 1e6);
-  else if (per_second >= 1e4) std::snprintf(text, sizeof text, "%.1fk", per_second / 1e3);
-  else std::snprintf(text, sizeof text, "%.0f", per_second);
+  if (per_second >= 1e6)
+    std::snprintf(text, sizeof text, "%.2fM", per_second / 1e6);
+  else if (per_second >= 1e4)
+    std::snprintf(text, sizeof text, "%.1fk", per_second / 1e3);
+  else
+    std::snprintf(text, sizeof text, "%.0f", per_second);
   return text;
 }
 
@@ -105,7 +108,8 @@ class server_process {
     const auto until = std::chrono::steady_clock::now() + opts.timeout;
     for (;;) {
       if (auto c = net::connect(where, std::chrono::milliseconds(200))) return p;
-      if (p.child_.try_wait()) return courier::error(errc::connection_lost, opts.server + " " + p.child_.describe_exit());
+      if (p.child_.try_wait())
+        return courier::error(errc::connection_lost, opts.server + " " + p.child_.describe_exit());
       if (std::chrono::steady_clock::now() > until)
         return courier::error(errc::request_timeout, opts.server + " did not listen on " + net::to_string(where));
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -132,8 +136,10 @@ setup_result run_setup(const matrix_options& opts, const setup& s) {
       out.failures.push_back("raw peer: " + raw.err().describe());
     } else {
       auto note = [&](std::string_view name, courier::result<measured> m) {
-        if (m) out.figures.emplace(std::string(name), *m);
-        else out.failures.push_back(std::string(name) + ": " + m.err().describe());
+        if (m)
+          out.figures.emplace(std::string(name), *m);
+        else
+          out.failures.push_back(std::string(name) + ": " + m.err().describe());
       };
       note("raw-roundtrip", raw->roundtrip(opts.run_for));
       note("raw-pipelined", raw->pipelined(opts.run_for));
@@ -160,8 +166,10 @@ setup_result run_setup(const matrix_options& opts, const setup& s) {
     perf_client client(sys, node, where, cfg, opts.timeout);
     for (auto test : opts.tests) {
       auto m = client.run(test, opts.run_for);
-      if (m) out.figures.emplace(std::string(test), *m);
-      else out.failures.push_back(std::string(test) + ": " + m.err().describe());
+      if (m)
+        out.figures.emplace(std::string(test), *m);
+      else
+        out.failures.push_back(std::string(test) + ": " + m.err().describe());
     }
   }
   node.stop(std::chrono::seconds(2));
@@ -198,10 +206,12 @@ courier::result<compared> read_compared(const std::string& file) {
     out.machine = doc.value("machine", std::string("?"));
     for (const auto& s : doc.at("setups")) {
       const std::string label = s.at("transport").get<std::string>() + " " + s.at("mode").get<std::string>();
-      for (const auto& [name, f] : s.at("figures").items()) out.per_second[label + " " + name] = f.at("per_second").get<double>();
+      for (const auto& [name, f] : s.at("figures").items())
+        out.per_second[label + " " + name] = f.at("per_second").get<double>();
     }
   } catch (const nlohmann::json::exception& e) {
-    return courier::error(errc::invalid_argument, "--compare " + file + ": not the shape --json writes (" + e.what() + ")");
+    return courier::error(errc::invalid_argument,
+                          "--compare " + file + ": not the shape --json writes (" + e.what() + ")");
   }
   return out;
 }
@@ -209,13 +219,15 @@ courier::result<compared> read_compared(const std::string& file) {
 void print_table(const matrix_options& opts, const std::vector<setup_result>& results, const compared* other) {
   std::vector<std::string_view> columns(opts.tests.begin(), opts.tests.end());
   columns.insert(columns.end(), raw_tests.begin(), raw_tests.end());
-  std::printf("\ncourier-perf matrix: counts per second, %.2g s per cell. (x.xx) is the ratio to the raw limit named under\n"
-              "the test, this binary's bare echo over the same transport in the same run: below 1 is what Courier costs;\n"
-              "above 1, Courier batched writes or looked again before it slept, where the bare echo sleeps in read for\n"
-              "each message. 'libmsgque*' is libmsgque's published summary (C, an Intel Core2 6600 in 2009): another\n"
-              "machine's figures, a scale and not a ratio; --compare FILE sets figures from this host beside these.\n",
-              opts.run_for.count());
-  if (other != nullptr) std::printf("'x compared': the ratio to %s (%s)\n", opts.compare_file.c_str(), other->machine.c_str());
+  std::printf(
+      "\ncourier-perf matrix: counts per second, %.2g s per cell. (x.xx) is the ratio to the raw limit named under\n"
+      "the test, this binary's bare echo over the same transport in the same run: below 1 is what Courier costs;\n"
+      "above 1, Courier batched writes or looked again before it slept, where the bare echo sleeps in read for\n"
+      "each message. 'libmsgque*' is libmsgque's published summary (C, an Intel Core2 6600 in 2009): another\n"
+      "machine's figures, a scale and not a ratio; --compare FILE sets figures from this host beside these.\n",
+      opts.run_for.count());
+  if (other != nullptr)
+    std::printf("'x compared': the ratio to %s (%s)\n", opts.compare_file.c_str(), other->machine.c_str());
   std::printf("\n");
   std::printf("%-12s", "setup");
   for (auto c : columns) std::printf(" | %17.*s", static_cast<int>(c.size()), c.data());
@@ -258,8 +270,9 @@ nlohmann::json to_json(const matrix_options& opts, const std::vector<setup_resul
   nlohmann::json doc;
   doc["machine"] = machine_description();
   doc["seconds_per_cell"] = opts.run_for.count();
-  doc["libmsgque"] = "libmsgque's performance summary, C row, measured on another machine (Intel Core2 6600, 2009): "
-                     "a scale, not a ratio; pool is set beside its thread row";
+  doc["libmsgque"] =
+      "libmsgque's performance summary, C row, measured on another machine (Intel Core2 6600, 2009): "
+      "a scale, not a ratio; pool is set beside its thread row";
   if (other != nullptr) doc["compared_with"] = opts.compare_file;
   for (const auto& r : results) {
     nlohmann::json s;
@@ -313,8 +326,8 @@ bool draw_chart(const matrix_options& opts, const std::vector<setup_result>& res
     for (char c : s) q += c == '\'' ? std::string("''") : std::string(1, c);
     return q + "'";
   };
-  const std::string settings = "datafile=" + quoted(data) + "; outfile=" + quoted(opts.chart_file) +
-                               "; charttitle=" + quoted(title);
+  const std::string settings =
+      "datafile=" + quoted(data) + "; outfile=" + quoted(opts.chart_file) + "; charttitle=" + quoted(title);
   std::vector<std::string> command{"gnuplot", "-e", settings, opts.chart_script};
   const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
   auto child = net::spawn_with_stdio(command, null);
@@ -338,12 +351,12 @@ double libmsgque_per_second(kind transport, start_mode mode, std::string_view te
   if (mode == start_mode::pool) mode = start_mode::thread;
   for (const auto& row : libmsgque_rows) {
     if (row.transport != transport || row.mode != mode) continue;
-    const double us = test == "send" ? row.end
+    const double us = test == "send"                ? row.end
                       : test == "send-and-callback" ? row.callback
-                      : test == "send-and-wait" ? row.wait
-                      : test == "parent" ? row.parent
-                      : test == "child" ? row.child
-                                        : 0.0;
+                      : test == "send-and-wait"     ? row.wait
+                      : test == "parent"            ? row.parent
+                      : test == "child"             ? row.child
+                                                    : 0.0;
     return us > 0 ? 1e6 / us : 0.0;
   }
   return 0.0;

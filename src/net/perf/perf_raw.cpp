@@ -25,7 +25,6 @@ courier::error errno_error(const char* what) {
   return {std::error_code(errno, std::system_category()), std::string("raw peer: ") + what};
 }
 
-
 /// Echoes what arrives on `in` to `out` until the end of the stream.
 void echo(int in, int out) {
   std::array<std::byte, 64 * 1024> buffer;
@@ -51,8 +50,10 @@ courier::result<raw_peer> raw_peer::start(const std::string& self, const net::en
     peer.where_.command = {self, "--raw-echo"};
     return peer;
   }
-  if (where.kind == net::transport_kind::uds) peer.where_.file = where.file + ".raw";
-  else peer.where_.port = 0;
+  if (where.kind == net::transport_kind::uds)
+    peer.where_.file = where.file + ".raw";
+  else
+    peer.where_.port = 0;
   auto listening = net::listen(peer.where_);
   if (!listening) return listening.err();
   peer.where_.port = listening->port();
@@ -87,7 +88,8 @@ courier::result<measured> raw_peer::pipelined(std::chrono::duration<double> run_
   std::array<std::byte, message_size * in_flight> window{};
   if (!write_all(sock->fd(), window.data(), window.size())) return errno_error("write");
   auto m = run_timed(run_for, 256, [&] {
-    return echoed(read_exact(sock->fd(), window.data(), message_size) && write_all(sock->fd(), window.data(), message_size));
+    return echoed(read_exact(sock->fd(), window.data(), message_size) &&
+                  write_all(sock->fd(), window.data(), message_size));
   });
   if (m && !read_exact(sock->fd(), window.data(), window.size())) return errno_error("read");
   return m;

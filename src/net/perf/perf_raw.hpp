@@ -75,7 +75,7 @@ class raw_peer {
   std::string self_;
   net::endpoint where_;  // pipe: this binary with --raw-echo; uds and tcp: the listener's
   std::optional<net::listener> listening_;
-  std::optional<net::child_process> acceptor_;  // uds and tcp: the process that accepts
+  std::optional<net::child_process> acceptor_;    // uds and tcp: the process that accepts
   std::optional<net::child_process> pipe_child_;  // pipe: the peer of the open connection
 };
 

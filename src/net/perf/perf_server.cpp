@@ -36,9 +36,11 @@ void add_nothing(net::service_table& table) {
 
 void add_common(net::service_table& table) {
   add_nothing(table);
-  table.add(courier::perf::add_five, [](net::incoming& call) {
-    if (auto sum = sum_of_five(call)) call.reply().add(*sum);
-  }, {"(int32 a, int32 b, int32 c, int32 d, int32 e)", "int32", "their sum"});
+  table.add(courier::perf::add_five,
+            [](net::incoming& call) {
+              if (auto sum = sum_of_five(call)) call.reply().add(*sum);
+            },
+            {"(int32 a, int32 b, int32 c, int32 d, int32 e)", "int32", "their sum"});
 }
 
 /// The children every session opens share one table: they keep no state.
@@ -52,17 +54,23 @@ net::session make_session(const std::shared_ptr<const net::service_table>& child
   auto taken = std::make_shared<std::int64_t>(0);  // touched only in this connection's turns
   auto table = std::make_shared<net::service_table>();
   add_nothing(*table);
-  table->add(courier::perf::add_five, [taken](net::incoming& call) {
-    const auto sum = sum_of_five(call);
-    if (!sum) return;
-    if (call.one_way()) ++*taken;
-    else call.reply().add(*sum);
-  }, {"(int32 a, int32 b, int32 c, int32 d, int32 e)", "int32", "their sum; one-way, counted (SNT_)"});
+  table->add(courier::perf::add_five,
+             [taken](net::incoming& call) {
+               const auto sum = sum_of_five(call);
+               if (!sum) return;
+               if (call.one_way())
+                 ++*taken;
+               else
+                 call.reply().add(*sum);
+             },
+             {"(int32 a, int32 b, int32 c, int32 d, int32 e)", "int32", "their sum; one-way, counted (SNT_)"});
   table->add(courier::perf::sends_taken, [taken](net::incoming& call) { call.reply().add(*taken); },
              {"()", "int64", "the one-way ADD5 this session has taken"});
-  table->add(courier::perf::echo_list, [](net::incoming& call) { courier::wire::copy_items(call.items(), call.reply()); },
+  table->add(courier::perf::echo_list,
+             [](net::incoming& call) { courier::wire::copy_items(call.items(), call.reply()); },
              {"", "", "echoes its items back, whatever they are"});
-  table->children([children](courier::token kind, std::string_view) { return kind == courier::token{} ? children : nullptr; });
+  table->children(
+      [children](courier::token kind, std::string_view) { return kind == courier::token{} ? children : nullptr; });
   net::session s;
   s.services = std::move(table);
   return s;

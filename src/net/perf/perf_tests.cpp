@@ -33,7 +33,8 @@ result<void> check_sum(const result<wire::items_ref>& reply, std::int32_t offset
   auto sum = items.read<std::int32_t>();
   if (!sum) return courier::error(errc::protocol_error, "ADD5 answered no int32: " + sum.err().message());
   if (*sum != 10 + offset)
-    return courier::error(errc::protocol_error, "ADD5 answered " + std::to_string(*sum) + ", not " + std::to_string(10 + offset));
+    return courier::error(errc::protocol_error,
+                          "ADD5 answered " + std::to_string(*sum) + ", not " + std::to_string(10 + offset));
   return {};
 }
 
@@ -81,11 +82,11 @@ struct pending_count {
   }
 };
 
-void ask_count(const net::context_ref& server, std::chrono::milliseconds timeout, const std::shared_ptr<pending_count>& into) {
+void ask_count(const net::context_ref& server, std::chrono::milliseconds timeout,
+               const std::shared_ptr<pending_count>& into) {
   server.call(perf::sends_taken, {}, timeout)
-      .then(
-          [into](const wire::items_ref& reply) { into->settle(count_in(reply)); },
-          [into](const courier::error& e) { into->settle(e); });
+      .then([into](const wire::items_ref& reply) { into->settle(count_in(reply)); },
+            [into](const courier::error& e) { into->settle(e); });
 }
 
 /// END: one-way sends, refused at the call while the connection is above its mark (tried again
@@ -105,7 +106,8 @@ result<measured> sends(const net::context_ref& server, std::chrono::duration<dou
     for (;;) {
       const auto r = server.try_send(add_five, five(static_cast<std::int32_t>(sent)));
       if (r == send_result::sent) break;
-      if (r != send_result::full) return courier::error(errc::connection_lost, "the connection refused a send: it has stopped");
+      if (r != send_result::full)
+        return courier::error(errc::connection_lost, "the connection refused a send: it has stopped");
       // A full mailbox holds thousands of messages, milliseconds of the connection's work: this
       // thread sleeps a little rather than spin (yielding, it took a seventh of both CPUs from
       // the connection and the server, 200k yields a second).
@@ -166,12 +168,16 @@ class callback_pump : public courier::actor<callback_pump, pump_go> {
   }
   void settled(result<void> outcome) {
     --outstanding_;
-    if (outcome) ++answered_;
-    else if (!failure_) failure_ = outcome.err();
+    if (outcome)
+      ++answered_;
+    else if (!failure_)
+      failure_ = outcome.err();
     if (!failure_ && clock_type::now() < until_) return next();
     if (outstanding_ == 0 && done_ != nullptr) {
-      if (failure_) done_->set_value(*failure_);
-      else done_->set_value(answered_);
+      if (failure_)
+        done_->set_value(*failure_);
+      else
+        done_->set_value(answered_);
       done_ = nullptr;
     }
   }
@@ -184,7 +190,8 @@ class callback_pump : public courier::actor<callback_pump, pump_go> {
   std::optional<courier::error> failure_;
 };
 
-result<measured> callbacks(courier::system& sys, const net::context_ref& server, std::chrono::duration<double> run_for) {
+result<measured> callbacks(courier::system& sys, const net::context_ref& server,
+                           std::chrono::duration<double> run_for) {
   auto pump = sys.spawn<callback_pump>(server);
   std::promise<result<std::uint64_t>> done;
   auto answered = done.get_future();
@@ -192,7 +199,8 @@ result<measured> callbacks(courier::system& sys, const net::context_ref& server,
   pump.send(pump_go{64, start + std::chrono::duration_cast<clock_type::duration>(run_for), &done});
   const bool finished = answered.wait_for(run_for + std::chrono::seconds(20)) == std::future_status::ready;
   pump.stop();
-  if (!finished) return courier::error(errc::request_timeout, "the calls in flight were not answered within 20 s of the end");
+  if (!finished)
+    return courier::error(errc::request_timeout, "the calls in flight were not answered within 20 s of the end");
   auto n = answered.get();
   if (!n) return n.err();
   return measured{*n, std::chrono::duration<double>(clock_type::now() - start).count()};

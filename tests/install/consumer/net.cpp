@@ -6,11 +6,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
 #include <chrono>
 #include <cstdio>
 #include <string>
 #include <tuple>
-#include <unistd.h>
 
 struct add {
   static constexpr courier::token token{"ADD_"};

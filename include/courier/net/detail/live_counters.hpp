@@ -28,7 +28,8 @@ struct live_counters {
             outbound_peak.load(std::memory_order_relaxed)};
   }
   void note_outbound(std::size_t waiting) noexcept {
-    if (waiting > outbound_peak.load(std::memory_order_relaxed)) outbound_peak.store(waiting, std::memory_order_relaxed);
+    if (waiting > outbound_peak.load(std::memory_order_relaxed))
+      outbound_peak.store(waiting, std::memory_order_relaxed);
   }
 };
 

@@ -100,7 +100,7 @@ class reactor {
   socket epoll_;
   socket wake_;
   mutable std::recursive_mutex table_mutex_;  // recursive: a handler may remove() registrations, its own included
-  std::vector<slot> slots_;  // by descriptor number
+  std::vector<slot> slots_;                   // by descriptor number
   std::size_t watched_ = 0;
   static constexpr std::size_t batch = 64;
   epoll_event ready_[batch];

@@ -125,11 +125,11 @@ void write_reply_items(wire::frame_writer& w, const R& value) {
 
 /// Appends the RETURN frame of a call's reply.
 template <class R>
-[[nodiscard]] wire::result<std::size_t> encode_reply(wire::out_buffer& out, courier::token tok, std::uint64_t transaction_id,
-                                                     std::uint64_t context_id, const R& value,
-                                                     const wire::limits& lim = wire::limits{}) {
-  wire::frame_writer w(out, wire::frame_header{wire::protocol_version, wire::kind::reply, 0, 0, tok, transaction_id, context_id},
-                       lim);
+[[nodiscard]] wire::result<std::size_t> encode_reply(wire::out_buffer& out, courier::token tok,
+                                                     std::uint64_t transaction_id, std::uint64_t context_id,
+                                                     const R& value, const wire::limits& lim = wire::limits{}) {
+  wire::frame_writer w(
+      out, wire::frame_header{wire::protocol_version, wire::kind::reply, 0, 0, tok, transaction_id, context_id}, lim);
   write_reply_items(w, value);
   return w.finish();
 }
@@ -138,7 +138,8 @@ template <class R>
 /// `owner`: the receive block the frame lies in, which string_ref and bytes_ref fields share. A
 /// reply type with `assign_frame(frame, owner)` (wire::items_ref) takes the frame whole instead.
 template <class R>
-[[nodiscard]] wire::result<void> decode_reply(const wire::frame_view& frame, R& value, wire::shared_block* owner = nullptr) {
+[[nodiscard]] wire::result<void> decode_reply(const wire::frame_view& frame, R& value,
+                                              wire::shared_block* owner = nullptr) {
   if constexpr (requires { value.assign_frame(frame, owner); }) {
     value.assign_frame(frame, owner);
     return {};

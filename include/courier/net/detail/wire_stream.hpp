@@ -20,9 +20,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
-#include <climits>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -33,8 +33,8 @@
 #include "courier/net/connection_config.hpp"
 #include "courier/net/socket.hpp"
 #include "courier/wire/buffer.hpp"
-#include "courier/wire/shared_buffer.hpp"
 #include "courier/wire/engine.hpp"
+#include "courier/wire/shared_buffer.hpp"
 
 namespace courier::net::detail {
 
@@ -60,7 +60,8 @@ struct withdrawn_frame {
 class wire_stream {
  public:
   /// `memory`, if given, is the budget this connection's receive blocks count against.
-  wire_stream(socket sock, wire::role role, const connection_config& cfg, std::shared_ptr<receive_memory> memory = nullptr);
+  wire_stream(socket sock, wire::role role, const connection_config& cfg,
+              std::shared_ptr<receive_memory> memory = nullptr);
   wire_stream(const wire_stream&) = delete;
   wire_stream& operator=(const wire_stream&) = delete;
   ~wire_stream();
@@ -184,15 +185,15 @@ class wire_stream {
   wire::out_buffer held_;
   std::size_t written_ = 0;
   std::shared_ptr<receive_memory> memory_;
-  std::size_t counted_ = 0;              // bytes of blocks_ counted against memory_
+  std::size_t counted_ = 0;  // bytes of blocks_ counted against memory_
   std::vector<withdrawn_frame> withdrawn_;
   std::chrono::steady_clock::time_point blocked_since_{};  // output waiting with no progress since
-  std::vector<wire::block_ref> blocks_;  // the receive blocks we hold a reference to
-  wire::shared_block* cur_ = nullptr;    // the one being read into (one of blocks_)
-  std::size_t begin_ = 0;                // cur_[begin_, end_): read, not yet handed to the engine
+  std::vector<wire::block_ref> blocks_;                    // the receive blocks we hold a reference to
+  wire::shared_block* cur_ = nullptr;                      // the one being read into (one of blocks_)
+  std::size_t begin_ = 0;                                  // cur_[begin_, end_): read, not yet handed to the engine
   std::size_t end_ = 0;
   bool stalled_ = false;
-  bool hung_up_ = false;  // the reactor reported a hang-up or an error: read until the end
+  bool hung_up_ = false;                             // the reactor reported a hang-up or an error: read until the end
   std::chrono::steady_clock::time_point arrived_{};  // when the last read returned bytes
   connection_stats stats_;
   wire::limits send_limits_;
@@ -225,7 +226,8 @@ bool wire_stream::receive(Handler& handler, std::size_t max_bytes) {
     if (r.status == io_result::would_block) return false;
     if (r.status == io_result::eof) {
       // A partial frame left over goes to the engine, which reports it as truncated.
-      if (begin_ != end_) engine_.feed({cur_->data() + begin_, end_ - begin_}, out_, handler, std::chrono::steady_clock::now());
+      if (begin_ != end_)
+        engine_.feed({cur_->data() + begin_, end_ - begin_}, out_, handler, std::chrono::steady_clock::now());
       begin_ = end_;
       engine_.on_eof();
       after_engine_step();
@@ -267,8 +269,8 @@ void wire_stream::deliver(Handler& handler) {
     const std::size_t have = end_ - p;
     if (have < wire::header_size) break;
     // 64-bit arithmetic: a length near 2^32 must not wrap where size_t is 32 bits.
-    const std::uint64_t size =
-        std::uint64_t{wire::header_size} + wire::detail::load_le<std::uint32_t>(cur_->data() + p + wire::offset::body_length);
+    const std::uint64_t size = std::uint64_t{wire::header_size} +
+                               wire::detail::load_le<std::uint32_t>(cur_->data() + p + wire::offset::body_length);
     if (have < size) break;
     p += static_cast<std::size_t>(size);
   }
