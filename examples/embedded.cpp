@@ -1,5 +1,5 @@
 // Courier as the concurrency layer of a host program with its own event loop, written against the
-// loop contract (README, "Embedding"): the host watches wake_fd() beside its own descriptors,
+// loop contract (docs/guide/embedding.md): the host watches wake_fd() beside its own descriptors,
 // sleeps no longer than next_deadline(), runs Courier with a budget, and shuts down without
 // blocking. Everything Courier runs here, host continuations and time-outs included, runs on this
 // one thread: there is no other thread in the program but the producer below.

@@ -556,7 +556,7 @@ TEST_CASE("inbox: its actor stops with the inbox", "[hierarchy][inbox][determini
 }
 
 // ----------------------------------------------------------------------------------------------
-// The README's example of the actor's context, as written there.
+// The actor guide's example of the actor's context (docs/guide/actors.md), as written there.
 
 namespace readme {
 

@@ -138,7 +138,7 @@ std::chrono::nanoseconds process_cpu_time() {
 
 }  // namespace
 
-// The defaults the README documents; the manual modes' factories run one message per step.
+// The defaults docs/guide/actors.md documents; the manual modes' factories run one message per step.
 static_assert(courier::config{}.mode == courier::scheduling::threaded && courier::config{}.workers == 0);
 static_assert(courier::config{}.throughput == 128 && courier::config{}.spin_rounds > 0);
 static_assert(courier::config::deterministic().mode == courier::scheduling::deterministic &&
