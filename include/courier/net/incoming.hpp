@@ -35,6 +35,12 @@
 namespace courier::net {
 
 class incoming;
+template <class Out, class In>
+class connection;
+namespace detail {
+class connection_core;
+class local_context;
+}  // namespace detail
 
 /// A dynamic service's handler: reads the call's arguments and writes its reply.
 using service_handler = std::function<void(incoming&)>;
@@ -189,7 +195,14 @@ class incoming {
     return deferred_reply(connection_, detail::deferred_answer{transaction_id_, context_, token_, nullptr, {}}, post_);
   }
 
-  // The connection's part.
+ private:
+  // What the connections and the local context actor use to run a call and answer it; a handler
+  // sees only the members above.
+  friend class detail::connection_core;
+  friend class detail::local_context;
+  template <class Out, class In>
+  friend class net::connection;
+
   incoming(const wire::frame_view& f, wire::frame_writer* reply, courier::detail::actor_base* connection,
            deferred_reply::poster post, const std::uint16_t* peer_map) noexcept
       : incoming(f.token(), f.kind() == wire::kind::call ? f.transaction_id() : 0, f.context_id(), f.body(), reply,
@@ -245,7 +258,6 @@ class incoming {
     return std::nullopt;
   }
 
- private:
   template <class T>
   bool read_field(T& value) {
     ++position_;
