@@ -239,15 +239,19 @@ void connection_core::log_session(log_level level, std::string_view what) noexce
 // services go (with the state they capture, refs to this connection among it).
 void connection_core::end_session() noexcept {
   if (session_end_) {
-    try {
-      courier::error reason = stream_.finished() ? exit_reason_of(why())
-                                                 : courier::error(errc::connection_lost, "the connection was stopped");
-      if (idle_ended_)
-        reason = courier::error(
-            errc::connection_lost,
-            "the session was idle for " + std::to_string(stream_.config().idle_timeout.count()) + " ms and was closed");
-      if (logs(stream_.config().log, log_level::info))
+    courier::error reason = stream_.finished() ? exit_reason_of(why())
+                                               : courier::error(errc::connection_lost, "the connection was stopped");
+    if (idle_ended_)
+      reason = courier::error(
+          errc::connection_lost,
+          "the session was idle for " + std::to_string(stream_.config().idle_timeout.count()) + " ms and was closed");
+    if (logs(stream_.config().log, log_level::info)) {
+      try {
         log_session(log_level::info, std::string("ended: ").append(reason.describe()));
+      } catch (...) {  // no memory for the line: on_end is still told
+      }
+    }
+    try {
       std::exchange(session_end_, nullptr)(reason);
     } catch (...) {  // the session is over either way
     }
