@@ -14,20 +14,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <functional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "../src/net/perf/machine.hpp"  // the machine line, as courier-perf prints it
 #include "counting_allocator.hpp"
-
-#if defined(__unix__) || defined(__APPLE__)
-#include <sys/utsname.h>
-#include <unistd.h>
-#endif
 
 namespace courier_bench {
 

@@ -33,8 +33,7 @@ inline std::string machine_description() {
       }
     }
   }
-  long cores = 0;
-  cores = ::sysconf(_SC_NPROCESSORS_ONLN);
+  long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
   if (cores <= 0) cores = static_cast<long>(std::thread::hardware_concurrency());
   std::string kernel = "unknown kernel";
   struct utsname u;
