@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "perf_load.hpp"
 #include "perf_matrix.hpp"
 #include "perf_tests.hpp"
 
@@ -28,9 +29,10 @@ struct perf_options {
   std::map<std::string_view, bool> chosen;  // by test name
   bool all = false, raw = false, matrix = false, quick = false, raw_echo = false;
   double seconds = 2.0;
+  std::size_t load = 0;
   std::string json, chart, server, chart_script, compare;
   std::string raw_mode = "pool";
-  std::vector<std::string> modes{"pool"};
+  std::vector<std::string> modes{"pool"}, load_modes{"pool"};
 };
 
 const std::map<std::string, perf::start_mode> mode_names{{"pool", perf::start_mode::pool},
@@ -53,6 +55,15 @@ net::extra_options declare(perf_options& o) {
                    "(pool, thread, fork, spawn; default pool)")
         ->check(CLI::IsMember({"pool", "thread", "fork", "spawn"}));
     app.add_flag("--matrix", o.matrix, "Every transport (pipe, uds, tcp) x start mode x test, with the raw limits");
+    app.add_option("--load", o.load,
+                   "N client connections from this process (epoll, one thread), each calling one call at a time "
+                   "for --sec, against the server on uds and tcp and against a bare epoll echo server in the same "
+                   "run; one 'load ...' line each (with --matrix: after the table, and in its JSON)")
+        ->check(net::positive_number())
+        ->type_name("N");
+    app.add_option("--load-modes", o.load_modes, "--load: the server's start modes to load (default pool)")
+        ->check(CLI::IsMember({"pool", "thread", "fork", "spawn"}))
+        ->delimiter(',');
     app.add_option("--modes", o.modes, "--matrix: the server's start modes to run on uds and tcp (default pool)")
         ->check(CLI::IsMember({"pool", "thread", "fork", "spawn"}))
         ->delimiter(',');
@@ -113,6 +124,7 @@ int main(int argc, char** argv) {
   // no start-up cost that the server does not.
   if (argc == 2 && std::string_view(argv[1]) == "--raw-echo")
     return perf::run_raw_echo(self_path(argv[0]), perf::start_mode::pool);
+  if (argc == 2 && std::string_view(argv[1]) == "--raw-echo-epoll") return perf::run_raw_epoll_echo();
   perf_options o;
   const auto extra = declare(o);
   auto opts = net::parse_options(argc, argv, "courier-perf", extra);
@@ -135,13 +147,36 @@ int main(int argc, char** argv) {
   const std::chrono::duration<double> run_for(o.quick && o.seconds == 2.0 ? 0.1 : o.seconds);
   if (o.server.empty()) o.server = beside(self, "courier-perf-server");
 
+  if (o.load == 0 && (o.load_modes.size() != 1 || o.load_modes[0] != "pool")) {
+    std::fprintf(stderr, "courier-perf: --load-modes goes with --load\n");
+    return 2;
+  }
+  const auto modes_named = [](const std::vector<std::string>& names) {
+    std::vector<perf::start_mode> modes;
+    for (const auto& name : names) modes.push_back(mode_names.at(name));
+    return modes;
+  };
+  perf::load_options load;
+  if (o.load != 0) {
+    if (auto raised = perf::raise_descriptor_limit(o.load); !raised) {
+      std::fprintf(stderr, "courier-perf: --load %zu: %s\n", o.load, raised.err().describe().c_str());
+      return 1;
+    }
+    load.self = self;
+    load.server = o.server;
+    load.clients = o.load;
+    load.run_for = run_for;
+    load.modes = modes_named(o.load_modes);
+    load.timeout = opts->timeout;
+  }
   if (o.matrix) {
     perf::matrix_options m;
     m.self = self;
     m.server = o.server;
     m.run_for = run_for;
     m.tests = tests;
-    for (const auto& name : o.modes) m.modes.push_back(mode_names.at(name));
+    m.modes = modes_named(o.modes);
+    if (o.load != 0) m.load = load;
     m.timeout = opts->timeout;
     m.json_file = o.json;
     m.compare_file = o.compare;
@@ -149,8 +184,22 @@ int main(int argc, char** argv) {
     m.chart_script = o.chart_script.empty() ? default_chart_script() : o.chart_script;
     return perf::run_matrix(m);
   }
-  if (!o.json.empty() || !o.chart.empty() || !o.compare.empty() || o.modes.size() != 1 || o.modes[0] != "pool") {
-    std::fprintf(stderr, "courier-perf: --json, --chart, --compare and --modes go with --matrix\n");
+  if (!o.json.empty() || !o.chart.empty() || !o.compare.empty()) {
+    std::fprintf(stderr, "courier-perf: --json, --chart and --compare go with --matrix\n");
+    return 2;
+  }
+  if (o.load != 0) {
+    int status = 0;
+    for (const auto& r : perf::run_load(load))
+      for (const auto& why : r.failures) {
+        std::fprintf(stderr, "courier-perf: load %s %s: %s\n", net::to_string(r.transport), to_string(r.mode),
+                     why.c_str());
+        status = 1;
+      }
+    return status;
+  }
+  if (o.modes.size() != 1 || o.modes[0] != "pool") {
+    std::fprintf(stderr, "courier-perf: --modes goes with --matrix\n");
     return 2;
   }
 

@@ -1,9 +1,6 @@
 #include "perf_matrix.hpp"
 
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -12,10 +9,10 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <thread>
 
 #include "machine.hpp"
 #include "perf_tests.hpp"
+#include "server_process.hpp"
 
 namespace courier::perf {
 
@@ -70,60 +67,6 @@ std::string human(double per_second) {
   return text;
 }
 
-/// Any free port on the loopback interface, for a server this process starts.
-courier::result<std::uint16_t> free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return courier::error(std::error_code(errno, std::system_category()), "socket");
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t size = sizeof address;
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
-                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size) == 0;
-  ::close(fd);
-  if (!ok) return courier::error(std::error_code(errno, std::system_category()), "bind a free port");
-  return ntohs(address.sin_port);
-}
-
-/// courier-perf-server on uds or tcp, stopped (SIGTERM, then reaped) when this goes.
-class server_process {
- public:
-  static courier::result<server_process> start(const matrix_options& opts, const setup& s, net::endpoint& where) {
-    std::vector<std::string> command{opts.server, "--silent", std::string("--") + to_string(s.mode)};
-    if (s.transport == kind::uds) {
-      where.file = "/tmp/courier-perf-" + std::to_string(::getpid()) + ".sock";
-      command.insert(command.end(), {"--uds", "--file", where.file});
-    } else {
-      auto port = free_port();
-      if (!port) return port.err();
-      where.port = *port;
-      command.insert(command.end(), {"--tcp", "--port", std::to_string(*port)});
-    }
-    const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-    auto child = net::spawn_with_stdio(command, null);
-    ::close(null);
-    if (!child) return child.err();
-    server_process p{std::move(*child)};
-    // Ready once it accepts: a first connection (a session of its own, closed at once) says so.
-    const auto until = std::chrono::steady_clock::now() + opts.timeout;
-    for (;;) {
-      if (auto c = net::connect(where, std::chrono::milliseconds(200))) return p;
-      if (p.child_.try_wait())
-        return courier::error(errc::connection_lost, opts.server + " " + p.child_.describe_exit());
-      if (std::chrono::steady_clock::now() > until)
-        return courier::error(errc::request_timeout, opts.server + " did not listen on " + net::to_string(where));
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  }
-  server_process(server_process&&) noexcept = default;
-  server_process& operator=(server_process&&) = delete;
-  ~server_process() { child_.kill(SIGTERM); }
-
- private:
-  explicit server_process(net::child_process child) : child_(std::move(child)) {}
-  net::child_process child_;
-};
-
 setup_result run_setup(const matrix_options& opts, const setup& s) {
   setup_result out{s, {}, {}};
   net::endpoint where;
@@ -150,7 +93,7 @@ setup_result run_setup(const matrix_options& opts, const setup& s) {
   if (s.transport == kind::pipe) {
     where.command = {opts.server};
   } else {
-    auto started = server_process::start(opts, s, where);
+    auto started = server_process::start({opts.server, "--silent"}, s.mode, where, opts.timeout);
     if (!started) {
       out.failures.push_back("server: " + started.err().describe());
       return out;
@@ -390,9 +333,23 @@ int run_matrix(const matrix_options& opts) {
     }
   }
   print_table(opts, results, other ? &*other : nullptr);
+  std::vector<load_result> loads;
+  if (opts.load) {
+    std::fprintf(stderr, "courier-perf: the load: %zu clients, the server then the raw echo server\n",
+                 opts.load->clients);
+    loads = run_load(*opts.load);
+    for (const auto& r : loads)
+      for (const auto& why : r.failures) {
+        std::fprintf(stderr, "courier-perf: load %s %s: %s\n", net::to_string(r.transport), to_string(r.mode),
+                     why.c_str());
+        failed = true;
+      }
+  }
   if (!opts.json_file.empty()) {
     std::ofstream out(opts.json_file);
-    out << to_json(opts, results, other ? &*other : nullptr).dump(2) << '\n';
+    auto document = to_json(opts, results, other ? &*other : nullptr);
+    if (opts.load) document["load"] = load_json(loads);
+    out << document.dump(2) << '\n';
     if (!out) {
       std::fprintf(stderr, "courier-perf: cannot write %s\n", opts.json_file.c_str());
       failed = true;

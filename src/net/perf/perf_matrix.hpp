@@ -8,10 +8,12 @@
 /// Thread-safety: run it from main.
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "perf_load.hpp"
 #include "perf_raw.hpp"
 
 namespace courier::perf {
@@ -27,6 +29,8 @@ struct matrix_options {
   /// Figures to compare with, cell by cell: a JSON file of --json's shape (an earlier run, or
   /// another framework measured on this host and written the same way).
   std::string compare_file;
+  /// Also the load (--load N), after the table, with its lines in the JSON as "load".
+  std::optional<load_options> load;
 };
 
 /// Runs the matrix, prints it; the exit status (1 when a setup failed, each failure named).
