@@ -27,18 +27,19 @@ struct tick {
 };
 struct total {};
 
+/// Sums the ticks; counts each in `seen`, which the test that spawned it keeps and reads.
 class sink : public courier::actor<sink, tick, total> {
  public:
+  explicit sink(std::atomic<std::uint64_t>* seen) : seen_(seen) {}
   void on(const tick& t) {
     sum_ += t.n;
-    seen_.fetch_add(1, std::memory_order_release);
+    seen_->fetch_add(1, std::memory_order_release);
   }
   std::uint64_t on(const total&) { return sum_; }
-  std::atomic<std::uint64_t>& seen() { return seen_; }
 
  private:
   std::uint64_t sum_ = 0;
-  std::atomic<std::uint64_t> seen_{0};
+  std::atomic<std::uint64_t>* seen_;
 };
 
 // Sends in bursts and waits for the receiver to catch up, so the number of messages in flight
@@ -101,8 +102,14 @@ class delegating_proxy : public courier::actor<delegating_proxy, value_request> 
 /// Makes `rounds` requests one after another, each continuing in the reply handler.
 class requester : public courier::actor<requester, ask_loop_start> {
  public:
-  requester(courier::actor_ref<value_api> peer, std::atomic<std::uint64_t>* done, bool with_timeout)
-      : peer_(std::move(peer)), done_(done), with_timeout_(with_timeout) {}
+  /// `failures` (when given) counts the replies that were wrong or failed, each before the `done`
+  /// that follows it.
+  requester(courier::actor_ref<value_api> peer, std::atomic<std::uint64_t>* done, bool with_timeout,
+            std::uint64_t* failures = nullptr)
+      : peer_(std::move(peer)),
+        done_(done),
+        with_timeout_(with_timeout),
+        failures_(failures ? failures : &own_failures_) {}
   void on(const ask_loop_start& s) {
     remaining_ = s.rounds;
     next();
@@ -120,18 +127,17 @@ class requester : public courier::actor<requester, ask_loop_start> {
     peer_.request(value_request{remaining_}, timeout)
         .then(
             [this](std::uint64_t v) {
-              if (v != remaining_ + 1) failures_++;
+              if (v != remaining_ + 1) ++*failures_;
               next();
             },
-            [this](const courier::error&) { failures_++; });
+            [this](const courier::error&) { ++*failures_; });
   }
   courier::actor_ref<value_api> peer_;
   std::atomic<std::uint64_t>* done_;
   bool with_timeout_;
   std::uint64_t remaining_ = 0;
-
- public:
-  std::uint64_t failures_ = 0;
+  std::uint64_t own_failures_ = 0;
+  std::uint64_t* failures_;
 };
 
 void wait_for(std::atomic<std::uint64_t>& counter, std::uint64_t value) {
@@ -167,9 +173,9 @@ class player : public courier::actor<player, partner, ball> {
 
 TEST_CASE("one-way sends from another thread allocate nothing in steady state", "[allocation]") {
   courier_test::watchdog wd{"allocation: send", std::chrono::seconds(60)};
+  std::atomic<std::uint64_t> seen{0};
   courier::system sys;
-  auto s = sys.spawn<sink>();
-  auto& seen = static_cast<sink*>(static_cast<courier::detail::actor_base*>(s.base()))->seen();
+  auto s = sys.spawn<sink>(&seen);
   send_bursts(s, seen, 100, 512);  // warm-up: pool chunks, queue blocks, thread heaps
   const auto before = heap_events();
   const auto new_before = counting_allocator::allocation_count();
@@ -188,10 +194,11 @@ TEST_CASE("request and reply between actors allocate nothing in steady state", "
   courier_test::watchdog wd{"allocation: request", std::chrono::seconds(60)};
   for (bool with_timeout : {false, true}) {
     INFO("with a time-out: " << with_timeout);
+    std::uint64_t failures = 0;  // outlives the system, whose requester writes it
     courier::system sys;
     std::atomic<std::uint64_t> done{0};
     auto r = sys.spawn<responder>();
-    auto q = sys.spawn<requester>(r, &done, with_timeout);
+    auto q = sys.spawn<requester>(r, &done, with_timeout, &failures);
     // Warm-up: the pair's own first requests (pool slots, timer storage, this thread's
     // producer on the injection queue). No warm-up of the other workers: each measured round is
     // started from this thread, so the pair may land on a worker that has never run it, and
@@ -205,7 +212,7 @@ TEST_CASE("request and reply between actors allocate nothing in steady state", "
     }
     const auto after = heap_events();
     CHECK(after - before == 0);
-    CHECK(static_cast<requester*>(static_cast<courier::detail::actor_base*>(q.base()))->failures_ == 0);
+    CHECK(failures == 0);
   }
 }
 
@@ -282,7 +289,8 @@ TEST_CASE("deferred replies (a promise, a delegate) allocate nothing in steady s
     }
     wait_for(warm, 4);
     std::atomic<std::uint64_t> done{0};
-    auto q = sys.spawn<requester>(peer(), &done, false);
+    std::uint64_t failures = 0;
+    auto q = sys.spawn<requester>(peer(), &done, false, &failures);
     q.send(ask_loop_start{20'000});
     wait_for(done, 1);
     const auto before = heap_events();
@@ -290,7 +298,7 @@ TEST_CASE("deferred replies (a promise, a delegate) allocate nothing in steady s
     wait_for(done, 2);
     const auto after = heap_events();
     CHECK(after - before == 0);
-    CHECK(static_cast<requester*>(static_cast<courier::detail::actor_base*>(q.base()))->failures_ == 0);
+    CHECK(failures == 0);
   }
 }
 
@@ -301,9 +309,12 @@ struct begin_beat {};
 
 class heart : public courier::actor<heart, beat, begin_beat> {
  public:
+  explicit heart(std::uint64_t* beats) : beats_(beats) {}
   void on(const begin_beat&) { handle_ = send_periodic(std::chrono::milliseconds(1), beat{}); }
-  void on(const beat&) { ++beats; }
-  std::uint64_t beats = 0;
+  void on(const beat&) { ++*beats_; }
+
+ private:
+  std::uint64_t* beats_;
   courier::timer_handle handle_;
 };
 
@@ -311,8 +322,9 @@ class heart : public courier::actor<heart, beat, begin_beat> {
 
 TEST_CASE("periodic ticks allocate nothing in steady state", "[allocation]") {
   courier_test::watchdog wd{"allocation: periodic", std::chrono::seconds(60)};
+  std::uint64_t beats = 0;
   courier::system sys{courier::config::deterministic()};
-  auto h = sys.spawn<heart>();
+  auto h = sys.spawn<heart>(&beats);
   h.send(begin_beat{});
   sys.run_until_idle();
   auto step = [&] {
@@ -323,14 +335,14 @@ TEST_CASE("periodic ticks allocate nothing in steady state", "[allocation]") {
   const auto before = heap_events();
   for (int i = 0; i < 10'000; ++i) step();
   CHECK(heap_events() - before == 0);
-  CHECK(static_cast<heart*>(static_cast<courier::detail::actor_base*>(h.base()))->beats == 11'000);
+  CHECK(beats == 11'000);
 }
 
 TEST_CASE("sends to a bounded mailbox, accepted or refused, allocate nothing in steady state", "[allocation]") {
   courier_test::watchdog wd{"allocation: bounded", std::chrono::seconds(60)};
+  std::atomic<std::uint64_t> seen{0};
   courier::system sys;
-  auto s = sys.spawn<sink>(courier::spawn_options{.mailbox_capacity = 64});
-  auto* receiver = static_cast<sink*>(static_cast<courier::detail::actor_base*>(s.base()));
+  auto s = sys.spawn<sink>(courier::spawn_options{.mailbox_capacity = 64}, &seen);
   std::uint64_t sent = 0, refused = 0;
   // Bursts of 256 into a mailbox of 64: some are refused (the slot goes back to the pool),
   // then wait until everything accepted was handled.
@@ -342,7 +354,7 @@ TEST_CASE("sends to a bounded mailbox, accepted or refused, allocate nothing in 
         else
           ++refused;
       }
-      while (receiver->seen().load(std::memory_order_acquire) < sent) std::this_thread::yield();
+      while (seen.load(std::memory_order_acquire) < sent) std::this_thread::yield();
     }
   };
   bursts(100);  // warm-up
@@ -353,7 +365,7 @@ TEST_CASE("sends to a bounded mailbox, accepted or refused, allocate nothing in 
   CHECK(refused > refused_before);  // the full path was taken, too
   // A bounded mailbox's count drops once per batch, when the actor takes the next or goes idle,
   // not as each message is handled: the ask waits for that, or it may find the mailbox full.
-  while (static_cast<courier::detail::actor_base*>(s.base())->queued() != 0) std::this_thread::yield();
+  while (s.queued() != 0) std::this_thread::yield();
   auto sum = s.ask(total{}, std::chrono::seconds(10));
   INFO((sum ? std::string("answered") : sum.err().describe()));
   REQUIRE(sum);

@@ -47,35 +47,39 @@ struct hold_handle {
 };
 struct cancel_held {};
 
+/// What a box did, kept by the test that spawned it (the box writes it from its handlers, which
+/// these tests run on their own thread).
+struct box_seen {
+  std::vector<int> received;
+  courier::timer_handle heartbeat;
+  courier::timer_handle held;
+  bool cancelled = false;
+};
+
 class box : public courier::actor<box, tracked, get, nap, tick, start_heartbeat, cancel_heartbeat, quit, hold_handle,
                                   cancel_held> {
  public:
-  explicit box(std::atomic<int>* ticks = nullptr, std::chrono::milliseconds tick_work = 0ms)
-      : ticks_(ticks), tick_work_(tick_work) {}
-  void on(const tracked& t) { received_.push_back(t.value); }
-  int on(const get&) { return static_cast<int>(received_.size()); }
+  explicit box(box_seen* seen = nullptr, std::atomic<int>* ticks = nullptr, std::chrono::milliseconds tick_work = 0ms)
+      : seen_(seen != nullptr ? seen : &own_), ticks_(ticks), tick_work_(tick_work) {}
+  void on(const tracked& t) { seen_->received.push_back(t.value); }
+  int on(const get&) { return static_cast<int>(seen_->received.size()); }
   void on(const nap& n) { std::this_thread::sleep_for(n.length); }
   void on(const tick&) {
     if (ticks_ != nullptr) ticks_->fetch_add(1);
     if (tick_work_ > 0ms) std::this_thread::sleep_for(tick_work_);
   }
-  void on(const start_heartbeat& s) { heartbeat_ = send_periodic(s.period, tick{}); }
-  void on(const cancel_heartbeat&) { cancelled_ = heartbeat_.cancel(); }
+  void on(const start_heartbeat& s) { seen_->heartbeat = send_periodic(s.period, tick{}); }
+  void on(const cancel_heartbeat&) { seen_->cancelled = seen_->heartbeat.cancel(); }
   void on(const quit&) { stop(); }
-  void on(const hold_handle& h) { held_ = h.handle; }
-  void on(const cancel_held&) { cancelled_ = held_.cancel(); }
-
-  std::vector<int> received_;
-  courier::timer_handle heartbeat_;
-  courier::timer_handle held_;
-  bool cancelled_ = false;
+  void on(const hold_handle& h) { seen_->held = h.handle; }
+  void on(const cancel_held&) { seen_->cancelled = seen_->held.cancel(); }
 
  private:
+  box_seen own_;
+  box_seen* seen_;
   std::atomic<int>* ticks_;
   std::chrono::milliseconds tick_work_;
 };
-
-box& state_of(const courier::actor_ref<box>& ref) { return *static_cast<box*>(ref.base()); }
 
 struct dead_letter_log {
   std::mutex mutex;
@@ -144,17 +148,18 @@ class requester : public courier::actor<requester, fetch> {
 
 TEST_CASE("advance_time(timespan::max()) saturates the virtual clock instead of overflowing", "[timer]") {
   courier_test::watchdog wd("advance saturates");
+  box_seen seen;  // outlives the system, whose actor writes it
   courier::system sys{courier::config::deterministic()};
-  auto b = sys.spawn<box>();
+  auto b = sys.spawn<box>(&seen);
   b.delayed_send(tracked{1}, 1h);
   CHECK(sys.advance_time(courier::timespan::max()) == 1);
   sys.run_until_idle();
-  CHECK(state_of(b).received_ == std::vector<int>{1});
+  CHECK(seen.received == std::vector<int>{1});
   // The clock stays at its end: later timers come due at the next step, none is lost.
   b.delayed_send(tracked{2}, 1ms);
   CHECK(sys.advance_time(courier::timespan::max()) == 1);
   sys.run_until_idle();
-  CHECK(state_of(b).received_ == std::vector<int>{1, 2});
+  CHECK(seen.received == std::vector<int>{1, 2});
 }
 
 TEST_CASE("advance_time rejects a negative step and leaves the clock where it was", "[timer]") {
@@ -224,8 +229,9 @@ TEST_CASE("a deterministic ask that gets its reply leaves the virtual clock wher
 TEST_CASE("cancelling a delayed send destroys the message: not delivered, not a dead letter", "[timer]") {
   courier_test::watchdog wd("cancel delayed");
   dead_letter_log log;
+  box_seen seen;  // outlives the system, whose actor writes it
   courier::system sys{deterministic_with(&log)};
-  auto b = sys.spawn<box>();
+  auto b = sys.spawn<box>(&seen);
   courier::timer_handle h = b.delayed_send(tracked{1}, 20ms);
   CHECK(h.active());
   CHECK(h.cancel());
@@ -233,7 +239,7 @@ TEST_CASE("cancelling a delayed send destroys the message: not delivered, not a 
   CHECK_FALSE(h.cancel());  // only once
   sys.advance_time(20ms);
   sys.run_until_idle();
-  CHECK(state_of(b).received_.empty());
+  CHECK(seen.received.empty());
   CHECK(log.size() == 0);
   CHECK(sys.dead_letters() == 0);
   CHECK(tracked::live.load() == 0);
@@ -241,15 +247,16 @@ TEST_CASE("cancelling a delayed send destroys the message: not delivered, not a 
 
 TEST_CASE("a handle reports a delayed send that fired: cancel then returns false", "[timer]") {
   courier_test::watchdog wd("handle after fire");
+  box_seen seen;  // outlives the system, whose actor writes it
   courier::system sys{courier::config::deterministic()};
-  auto b = sys.spawn<box>();
+  auto b = sys.spawn<box>(&seen);
   auto h = b.delayed_send(tracked{7}, 5ms);
   auto copy = h;
   CHECK(sys.advance_time(5ms) == 1);
   CHECK_FALSE(h.active());
   CHECK_FALSE(copy.cancel());
   sys.run_until_idle();
-  CHECK(state_of(b).received_ == std::vector<int>{7});
+  CHECK(seen.received == std::vector<int>{7});
   courier::timer_handle empty;
   CHECK_FALSE(empty.active());
   CHECK_FALSE(empty.cancel());
@@ -259,14 +266,15 @@ TEST_CASE("a handle reports a delayed send that fired: cancel then returns false
 
 TEST_CASE("cancel from a handler of the same system destroys the message at once", "[timer]") {
   courier_test::watchdog wd("cancel in handler");
+  box_seen seen;  // outlives the system, whose actor writes it
   courier::system sys{courier::config::deterministic()};
-  auto b = sys.spawn<box>();
+  auto b = sys.spawn<box>(&seen);
   b.send(hold_handle{b.delayed_send(tracked{1}, 1h)});
   sys.run_until_idle();
   CHECK(tracked::live.load() == 1);
   b.send(cancel_held{});
   sys.run_until_idle();
-  CHECK(state_of(b).cancelled_);
+  CHECK(seen.cancelled);
   CHECK(tracked::live.load() == 0);  // not an hour later
 }
 
@@ -274,12 +282,13 @@ TEST_CASE("handles stay safe after the actor stopped and after the system is gon
   courier_test::watchdog wd("handle lifetime");
   courier::timer_handle pending_one, heartbeat;
   {
+    box_seen seen;  // outlives the system, whose actor writes it
     courier::system sys{courier::config::deterministic()};
-    auto b = sys.spawn<box>();
+    auto b = sys.spawn<box>(&seen);
     pending_one = b.delayed_send(tracked{1}, 1h);
     b.send(start_heartbeat{10ms});
     sys.run_until_idle();
-    heartbeat = state_of(b).heartbeat_;
+    heartbeat = seen.heartbeat;
     CHECK(heartbeat.active());
     b.send(quit{});
     sys.run_until_idle();
@@ -297,8 +306,9 @@ TEST_CASE("handles stay safe after the actor stopped and after the system is gon
 TEST_CASE("send_periodic ticks every period, one tick at a time, until cancelled", "[timer]") {
   courier_test::watchdog wd("periodic deterministic");
   std::atomic<int> ticks{0};
+  box_seen seen;  // outlives the system, whose actor writes it
   courier::system sys{courier::config::deterministic()};
-  auto b = sys.spawn<box>(&ticks);
+  auto b = sys.spawn<box>(&seen, &ticks);
   b.send(start_heartbeat{10ms});
   sys.run_until_idle();
   CHECK(sys.advance_time(9ms) == 0);
@@ -316,8 +326,8 @@ TEST_CASE("send_periodic ticks every period, one tick at a time, until cancelled
   CHECK(ticks == 5);
   b.send(cancel_heartbeat{});
   sys.run_until_idle();
-  CHECK(state_of(b).cancelled_);
-  CHECK_FALSE(state_of(b).heartbeat_.active());
+  CHECK(seen.cancelled);
+  CHECK_FALSE(seen.heartbeat.active());
   sys.advance_time(100ms);
   sys.run_until_idle();
   CHECK(ticks == 5);
@@ -327,11 +337,12 @@ TEST_CASE("a periodic timer ends when its actor stops", "[timer]") {
   courier_test::watchdog wd("periodic stop");
   std::atomic<int> ticks{0};
   dead_letter_log log;
+  box_seen seen;  // outlives the system, whose actor writes it
   courier::system sys{deterministic_with(&log)};
-  auto b = sys.spawn<box>(&ticks);
+  auto b = sys.spawn<box>(&seen, &ticks);
   b.send(start_heartbeat{10ms});
   sys.run_until_idle();
-  auto h = state_of(b).heartbeat_;
+  auto h = seen.heartbeat;
   b.send(quit{});
   sys.run_until_idle();
   CHECK(h.active());  // noticed at the next period
@@ -430,17 +441,18 @@ TEST_CASE("many requests with time-outs across workers all get their replies", "
 
 TEST_CASE("the timer thread survives more than 1,024 pending timers", "[timer][concurrent]") {
   courier_test::watchdog wd("timer heap growth");
+  box_seen seen;                                     // outlives the system, whose actor writes it
   courier::system sys{courier::config::embedded()};  // real time, served by the timer thread
-  auto b = sys.spawn<box>();
+  auto b = sys.spawn<box>(&seen);
   b.delayed_send(tracked{0}, 30s);  // the thread now sleeps until this deadline
   std::this_thread::sleep_for(20ms);
   for (int i = 0; i < 2000; ++i) b.delayed_send(tracked{i + 1}, 60s);  // the heap reallocates
   b.delayed_send(tracked{-1}, 0ms);                                    // the new earliest: wakes the thread
   REQUIRE(courier_test::eventually([&] {
     sys.run_until_idle();
-    return !state_of(b).received_.empty();
+    return !seen.received.empty();
   }));
-  CHECK(state_of(b).received_ == std::vector<int>{-1});
+  CHECK(seen.received == std::vector<int>{-1});
   CHECK(sys.shutdown().clean);
   CHECK(tracked::live.load() == 0);
 }
@@ -499,8 +511,8 @@ TEST_CASE("a threaded heartbeat ticks, and a slow actor gets no pile-up", "[time
   cfg.workers = 2;
   courier::system sys{cfg};
   std::atomic<int> fast_ticks{0}, slow_ticks{0};
-  auto fast = sys.spawn<box>(&fast_ticks);
-  auto slow = sys.spawn<box>(&slow_ticks, 40ms);
+  auto fast = sys.spawn<box>(nullptr, &fast_ticks);
+  auto slow = sys.spawn<box>(nullptr, &slow_ticks, 40ms);
   const auto start = std::chrono::steady_clock::now();
   fast.send(start_heartbeat{5ms});
   slow.send(start_heartbeat{1ms});
@@ -524,8 +536,8 @@ TEST_CASE("the timer thread fires a delay far ahead, and a shorter one armed aft
   courier_test::watchdog wd("timer thread: far and near", 30s);
   courier::system sys;
   std::atomic<int> far_ticks{0}, near_ticks{0};
-  auto far = sys.spawn<box>(&far_ticks);
-  auto near = sys.spawn<box>(&near_ticks);
+  auto far = sys.spawn<box>(nullptr, &far_ticks);
+  auto near = sys.spawn<box>(nullptr, &near_ticks);
   const auto start = std::chrono::steady_clock::now();
   auto far_timer = far.delayed_send(tick{}, 3s);
   std::this_thread::sleep_for(1100ms);  // past the idle thread's first look: it now sleeps until the far timer
