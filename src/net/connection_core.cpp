@@ -66,7 +66,7 @@ connection_core::connection_core(std::shared_ptr<node_core> node, socket sock, s
     : node_(std::move(node)),
       stream_(std::move(sock), wire::role::initiator, cfg),
       calls_(cfg.max_in_flight),
-      services_(std::move(services)),
+      router_(std::move(services)),
       child_(std::move(child)),
       opened_(std::move(opened)) {
   // The connecting side's own threads call and wait on it, so its driver's eventfd is made now,
@@ -82,7 +82,7 @@ connection_core::connection_core(std::shared_ptr<node_core> node, socket sock, c
       share_(std::move(share)),
       stream_(std::move(sock), wire::role::acceptor, cfg, share_ ? share_->memory : nullptr),
       calls_(cfg.max_in_flight),
-      services_(std::move(services)),
+      router_(std::move(services)),
       context_(std::move(context)),
       session_start_(std::move(session)) {
   if (share_) share_->connections.fetch_add(1, std::memory_order_acq_rel);
@@ -489,7 +489,7 @@ void connection_core::start_open(const detail::open_child& o, response_promise<o
                                            : "the peer accepts at most " + std::to_string(limit) + " child contexts"));
     return;
   }
-  if (o.services) child_services_[id] = o.services;
+  if (o.services) router_.add_child(id, o.services);
   calls_.insert(std::move(promise));
 }
 

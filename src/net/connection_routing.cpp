@@ -39,15 +39,14 @@ void connection_core::route_frame(const wire::frame_view& f) {
     if (is_call) answer_reflection(f);
     return;
   }
-  if (const service_table* services = services_of(f.context_id())) {
+  if (const service_table* services = router_.services_of(f.context_id())) {
     if (const service_handler* handler = services->find(f.token())) {
       run_service(*handler, f, is_call);
       return;
     }
   }
   if (is_call) {
-    write_error_frame(stream_, f.transaction_id(), f.context_id(), f.token(),
-                      courier::error(errc::no_such_service, "no service " + std::string(f.token().view())));
+    write_error_frame(stream_, f.transaction_id(), f.context_id(), f.token(), context_router::no_service(f.token()));
     answered(f.context_id());
   }
 }
@@ -60,10 +59,9 @@ void connection_core::answer_reflection(const wire::frame_view& f) {
                                           f.transaction_id(), f.context_id()},
                        stream_.send_limits());
   if (f.context_id() == 0 && shell_.describe != nullptr) shell_.describe(w);
-  if (const service_table* services = services_of(f.context_id())) services->describe(w);
+  router_.describe(f.context_id(), w);
   if (!w.finish())
-    write_error_frame(stream_, f.transaction_id(), f.context_id(), f.token(),
-                      courier::error(errc::handler_failed, "the service list does not fit in a frame"));
+    write_error_frame(stream_, f.transaction_id(), f.context_id(), f.token(), context_router::reflection_too_large());
   answered(f.context_id());
 }
 
@@ -92,7 +90,7 @@ void connection_core::run_service(const service_handler& handler, const wire::fr
     write_error_frame(stream_, f.transaction_id(), f.context_id(), f.token(), *failed);
   } else if (auto ok = reply.finish(); !ok) {
     write_error_frame(stream_, f.transaction_id(), f.context_id(), f.token(),
-                      courier::error(errc::handler_failed, "cannot encode the reply: " + ok.err().message()));
+                      context_router::reply_not_encoded(ok.err()));
   }
   answered(f.context_id());
 }
@@ -153,23 +151,18 @@ void connection_core::forward_to_context(const context_ref& target, const wire::
 // gets its services from the parent table's factory, for its kind (served by an actor of its own
 // when the parent context is an actor's); it ends when its close is complete here.
 wire::context_verdict connection_core::on_context_open(std::uint64_t id, courier::token kind, std::string_view name) {
-  const child_factory* factory = services_ && services_->children() ? &services_->children() : nullptr;
-  std::shared_ptr<const service_table> child = factory != nullptr ? (*factory)(kind, name) : nullptr;
-  if (!child) {
-    return {static_cast<std::uint32_t>(errc::no_such_service),
-            kind == courier::token{} ? std::string("no default child context here")
-                                     : "no child context of kind " + std::string(kind.view()) + " here"};
-  }
+  auto child = router_.make_child(kind, name);
+  if (!child) return {static_cast<std::uint32_t>(child.err().code.value()), child.err().text};
   if (context_)
-    child_contexts_[id] = serve_locally(node_->system(), std::move(child));
+    child_contexts_[id] = serve_locally(node_->system(), std::move(*child));
   else
-    child_services_[id] = std::move(child);
+    router_.add_child(id, std::move(*child));
   return {};
 }
 
 // Child `id` ended here: its table is let go, its actor (if it has one) stopped.
 void connection_core::child_ended(std::uint64_t id) {
-  child_services_.erase(id);
+  router_.remove_child(id);
   if (auto it = child_contexts_.find(id); it != child_contexts_.end()) {
     (void)it->second.close();
     child_contexts_.erase(it);
@@ -180,13 +173,6 @@ void connection_core::child_ended(std::uint64_t id) {
 actor_ref<context_calls> connection_core::self_as_context() {
   shell_.actor->add_ref();
   return actor_ref<context_calls>::adopt(shell_.actor, shell_.context_map);
-}
-
-// The dynamic services of context `id`: the parent's table, or a child's.
-const service_table* connection_core::services_of(std::uint64_t id) const noexcept {
-  if (id == 0) return services_.get();
-  auto it = child_services_.find(id);
-  return it != child_services_.end() ? it->second.get() : nullptr;
 }
 
 // One answer to a call received in context `id` went out: the engine may answer a child's close
@@ -209,7 +195,7 @@ void connection_core::start_session() {
   try {
     session_id_ = start.peer.id;
     session s = (*start.make)(start.peer, context_ref(self_as_context(), 0));
-    services_ = std::move(s.services);
+    router_.serve_parent(std::move(s.services));
     session_end_ = std::move(s.on_end);
     session_owned_ = std::move(s.owned);
     log_session(
@@ -258,8 +244,7 @@ void connection_core::end_session() noexcept {
   }
   for (auto it = session_owned_.rbegin(); it != session_owned_.rend(); ++it) (*it)();
   session_owned_.clear();
-  services_.reset();
-  child_services_.clear();
+  router_.clear();
 }
 
 // When the session counts as idle (connection_config::idle_timeout): its client's last call or

@@ -38,6 +38,7 @@
 #include "courier/net/connection_config.hpp"
 #include "courier/net/context.hpp"
 #include "courier/net/detail/call_table.hpp"
+#include "courier/net/detail/context_router.hpp"
 #include "courier/net/detail/live_counters.hpp"
 #include "courier/net/detail/reactor.hpp"
 #include "courier/net/detail/wire_stream.hpp"
@@ -243,7 +244,7 @@ class connection_core {
   bool reading() const noexcept { return !paused_ && !stream_.read_stalled(); }
   bool must_pause() const noexcept;
   bool may_resume() const noexcept;
-  bool inbound() const noexcept { return shell_.serves || services_ != nullptr || static_cast<bool>(context_); }
+  bool inbound() const noexcept { return shell_.serves || router_.serves_parent() || static_cast<bool>(context_); }
   void watch_outbound() noexcept;
   void withdraw_held();
   void fail_all(const courier::error& why);
@@ -262,7 +263,6 @@ class connection_core {
   void forward_to_context(const context_ref& target, const wire::frame_view& f, bool is_call);
   void child_ended(std::uint64_t id);
   actor_ref<detail::context_calls> self_as_context();
-  const service_table* services_of(std::uint64_t id) const noexcept;
   void answered(std::uint64_t id);
 
   // Sessions (connection_core.cpp).
@@ -302,10 +302,9 @@ class connection_core {
   bool read_was_open_ = false;      // the handshake had ended when the current read began
   std::atomic<int> driver_signal_{-1};
 
-  std::shared_ptr<const service_table> services_;  // the parent context's dynamic services (may be null)
-  context_ref context_;                            // a context actor serving the parent's other calls (may be empty)
+  context_router router_;  // the dynamic services of the parent (may be none) and of open children
+  context_ref context_;    // a context actor serving the parent's other calls (may be empty)
   std::unordered_map<std::uint64_t, context_ref> child_contexts_;  // open children served by actors of their own
-  std::unordered_map<std::uint64_t, std::shared_ptr<const service_table>> child_services_;  // open children
   wire::out_buffer scratch_;  // where a one-way send's handler writes a reply nobody reads
   std::optional<child_process> child_;
   std::optional<int> exit_status_;

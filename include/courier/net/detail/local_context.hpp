@@ -17,6 +17,7 @@
 
 #include "courier/actor.hpp"
 #include "courier/net/context.hpp"
+#include "courier/net/detail/context_router.hpp"
 #include "courier/net/services.hpp"
 #include "courier/system.hpp"
 #include "courier/wire/shared_buffer.hpp"
@@ -25,7 +26,7 @@ namespace courier::net::detail {
 /// The actor behind serve_locally.
 class local_context : public courier::actor<local_context, dynamic_call, open_child, close_child, deferred_answer> {
  public:
-  explicit local_context(std::shared_ptr<const service_table> services) : services_(std::move(services)) {}
+  explicit local_context(std::shared_ptr<const service_table> services) : router_(std::move(services)) {}
 
   response_promise<wire::items_ref> on(const dynamic_call& c) {
     auto promise = make_response_promise<wire::items_ref>();
@@ -40,10 +41,9 @@ class local_context : public courier::actor<local_context, dynamic_call, open_ch
       refuse(*c.items.fault());
       return {};
     }
-    const service_table* table = services_of(c.context);
+    const service_table* table = router_.services_of(c.context);
     if (table == nullptr) {
-      refuse(courier::error(errc::no_such_context,
-                            "context " + std::to_string(c.context) + " is not open (never opened, or closed)"));
+      refuse(context_router::no_context(c.context));
       return {};
     }
     const std::uint64_t tid = one_way ? 0 : ++next_tid_;
@@ -53,7 +53,7 @@ class local_context : public courier::actor<local_context, dynamic_call, open_ch
     }
     const service_handler* handler = table->find(c.token);
     if (handler == nullptr) {
-      refuse(courier::error(errc::no_such_service, "no service " + std::string(c.token.view())));
+      refuse(context_router::no_service(c.token));
       return {};
     }
     reply_.clear();
@@ -70,7 +70,7 @@ class local_context : public courier::actor<local_context, dynamic_call, open_ch
     if (auto failed = call.outcome()) {
       promise.fail(std::move(*failed));
     } else if (auto ok = reply.finish(); !ok) {
-      promise.fail(courier::error(errc::handler_failed, "cannot encode the reply: " + ok.err().message()));
+      promise.fail(context_router::reply_not_encoded(ok.err()));
     } else {
       deliver(reply_, promise);
     }
@@ -91,18 +91,14 @@ class local_context : public courier::actor<local_context, dynamic_call, open_ch
 
   response_promise<opened_context> on(const open_child& o) {
     auto promise = make_response_promise<opened_context>();
-    const child_factory* factory = services_ && services_->children() ? &services_->children() : nullptr;
-    std::shared_ptr<const service_table> child = factory != nullptr ? (*factory)(o.kind, o.name) : nullptr;
+    auto child = router_.make_child(o.kind, o.name);
     if (!child) {
-      promise.fail(courier::error(errc::no_such_service,
-                                  o.kind == courier::token{}
-                                      ? std::string("no default child context here")
-                                      : "no child context of kind " + std::string(o.kind.view()) + " here"));
+      promise.fail(child.err());
       return {};
     }
     const std::uint64_t id = next_child_;
     next_child_ += 2;  // odd, as a connecting side's
-    children_.emplace(id, std::move(child));
+    router_.add_child(id, std::move(*child));
     promise.deliver(opened_context{id});
     return {};
   }
@@ -112,7 +108,7 @@ class local_context : public courier::actor<local_context, dynamic_call, open_ch
     if (c.context == 0) {
       promise.deliver(unit{});
       stop();
-    } else if (children_.erase(c.context) == 0) {
+    } else if (!router_.remove_child(c.context)) {
       promise.fail(courier::error(errc::no_such_context, "context " + std::to_string(c.context) + " is not open here"));
     } else {
       promise.deliver(unit{});
@@ -121,12 +117,6 @@ class local_context : public courier::actor<local_context, dynamic_call, open_ch
   }
 
  private:
-  const service_table* services_of(std::uint64_t id) const noexcept {
-    if (id == 0) return services_.get();
-    auto it = children_.find(id);
-    return it != children_.end() ? it->second.get() : nullptr;
-  }
-
   void answer_reflection(const service_table& table, const dynamic_call& c, std::uint64_t tid,
                          response_promise<wire::items_ref>& promise) {
     reply_.clear();
@@ -134,7 +124,7 @@ class local_context : public courier::actor<local_context, dynamic_call, open_ch
                          wire::frame_header{wire::protocol_version, wire::kind::reply, 0, 0, c.token, tid, c.context});
     table.describe(w);
     if (!w.finish()) {
-      promise.fail(courier::error(errc::handler_failed, "the service list does not fit in a frame"));
+      promise.fail(context_router::reflection_too_large());
       return;
     }
     deliver(reply_, promise);
@@ -166,8 +156,7 @@ class local_context : public courier::actor<local_context, dynamic_call, open_ch
     promise.deliver(std::move(items));
   }
 
-  std::shared_ptr<const service_table> services_;
-  std::unordered_map<std::uint64_t, std::shared_ptr<const service_table>> children_;
+  context_router router_;
   std::unordered_map<std::uint64_t, response_promise<wire::items_ref>> deferred_;
   wire::out_buffer reply_;
   std::array<wire::block_ref, 4> blocks_;
