@@ -1,10 +1,11 @@
-// Start modes of a session server (net/server.hpp), across processes: --fork and --spawn run each
-// session in a process of its own (a session that aborts ends only itself), --thread on a thread
-// of its own (a handler that blocks stalls only its session); each tells the session its peer,
-// counts sessions against --max-connections, reaps or joins them, and stops in order on SIGTERM
-// (the socket file removed, every session process gone); a process with a running system is
-// refused the fork mode with a clear error. The log (--debug, --silent) tells what happened.
-#include <fcntl.h>
+// Start modes of a session server (net/server.hpp), across processes, as all of them share them: the
+// acceptor of --thread, --fork and --spawn (src/net/start_modes/session_acceptor.cpp) counts
+// sessions against --max-connections, refuses with why a session that cannot get its descriptors,
+// thread or process, tells the connections in its backlog at a stop, and starts each session's
+// handshake time-out at the accept; a process with a running system is refused the fork mode with
+// a clear error; over pipe one session on the main thread; every session numbered; the log
+// (--debug, --silent); the mass test. Each mode's own cases: start_modes/thread.test.cpp and
+// start_modes/process.test.cpp.
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -17,159 +18,107 @@
 #include <chrono>
 #include <fstream>
 #include <set>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "courier/net/node.hpp"
-#include "courier/net/process.hpp"
 #include "courier/net/server.hpp"
 #include "courier/system.hpp"
 #include "net_test_util.hpp"
 #include "peers.hpp"
+#include "start_modes/start_modes_test_util.hpp"
 #include "watchdog.hpp"
 
 using namespace std::chrono_literals;
+using namespace courier_test::start_modes;
 namespace net = courier::net;
 
 namespace {
 
-struct started_server {
-  net::child_process process;
+/// Settings for a sanitized server that is run out of processes, as a shell prefix: LeakSanitizer
+/// checks at exit on a thread of its own, which the limit refuses (a fatal error of its own).
+std::string sanitizer_settings_for_limits() {
+#ifdef __SANITIZE_ADDRESS__
+  return "export ASAN_OPTIONS=\"$ASAN_OPTIONS:detect_leaks=0\";";
+#else
+  return {};
+#endif
+}
+
+/// The test server in `mode` over uds, started by /bin/sh after `prefix` (a ulimit) through
+/// `wrapper` (a command that runs it with another limit or as another user).
+started_server start_limited_server(const std::string& prefix, const std::string& wrapper, const std::string& mode,
+                                    std::vector<std::string> extra = {}) {
   net::endpoint where;
+  where.kind = net::transport_kind::uds;
+  where.file = courier_test::temp_socket_path("limited");
+  std::string line = sanitizer_settings_for_limits() + prefix + " exec " + wrapper + " " +
+                     COURIER_TEST_SESSION_MODES_SERVER + " --silent --" + mode + " --uds --file " + where.file;
+  for (const auto& o : extra) line.append(" ").append(o);
+  return launch({"/bin/sh", "-c", line}, std::move(where));
+}
+
+/// Serves one session (after the readiness probe's has ended), refuses a second connection, closes
+/// the first, stops the server with SIGTERM, and returns what it logged.
+std::string log_of_one_session(std::vector<std::string> options) {
+  const std::string log_file = courier_test::temp_socket_path("log") + ".txt";
+  options.insert(options.end(), {"--max-connections", "1"});
+  auto server = start_logged_server(log_file, options);
+  {
+    courier::system sys;
+    net::node node(sys);
+    const net::context_ref first = first_served_session(node, server.where);
+    REQUIRE_FALSE(node.connect(server.where));
+    REQUIRE(first.close_wait(5s));
+    node.stop();
+  }
+  std::this_thread::sleep_for(50ms);  // the server's end of the close
+  server.process.kill(SIGTERM);
+  CHECK(server.process.wait(10s) == 0);
+  std::string text = read_file(log_file);
+  ::unlink(log_file.c_str());
+  return text;
+}
+
+/// The server's child processes (the sessions of --fork and --spawn), from its main thread's list.
+int children_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+  int count = 0;
+  for (long child = 0; in >> child;) ++count;
+  return count;
+}
+
+long resident_kib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  return -1;
+}
+
+bool has_pidfd() {
+#ifdef SYS_pidfd_open
+  const long fd = ::syscall(SYS_pidfd_open, ::getpid(), 0);
+  if (fd < 0) return false;
+  ::close(static_cast<int>(fd));
+  return true;
+#else
+  return false;
+#endif
+}
+
+struct server_footprint {
+  int descriptors, threads, children;
+  long resident;
 };
 
-/// Starts `command` with stdin and stdout on /dev/null and waits until it accepts at `where`.
-started_server launch(const std::vector<std::string>& command, net::endpoint where) {
-  started_server s;
-  s.where = std::move(where);
-  const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-  auto child = net::spawn_with_stdio(command, null);
-  ::close(null);
-  REQUIRE(child);
-  s.process = std::move(*child);
-  const auto until = std::chrono::steady_clock::now() + courier_test::scaled(10s);
-  while (!net::connect(s.where, 200ms)) {
-    REQUIRE_FALSE(s.process.try_wait());
-    REQUIRE(std::chrono::steady_clock::now() < until);
-    std::this_thread::sleep_for(5ms);
-  }
-  return s;
+server_footprint footprint_of(pid_t pid) {
+  const std::string proc = "/proc/" + std::to_string(pid);
+  return {courier_test::directory_entries(proc + "/fd"), courier_test::directory_entries(proc + "/task"),
+          children_of(pid), resident_kib(pid)};
 }
-
-/// The first session a server with --max-connections 1 serves, once the readiness probe's own
-/// session has ended.
-net::context_ref first_served_session(net::node& node, const net::endpoint& where) {
-  const auto until = std::chrono::steady_clock::now() + 10s;
-  for (;;) {
-    auto a = node.connect(where);
-    if (a && a->call_wait(courier::token("PID_"), {}, 5s)) return *a;
-    REQUIRE(std::chrono::steady_clock::now() < until);
-    std::this_thread::sleep_for(10ms);
-  }
-}
-
-/// The test server in `mode` on `transport`, once it accepts connections.
-started_server start_server(const std::string& mode, net::transport_kind transport,
-                            std::vector<std::string> extra = {}) {
-  net::endpoint where;
-  where.kind = transport;
-  std::vector<std::string> command{COURIER_TEST_SESSION_MODES_SERVER, "--silent", "--" + mode};
-  if (transport == net::transport_kind::uds) {
-    where.file = courier_test::temp_socket_path("modes");
-    command.insert(command.end(), {"--uds", "--file", where.file});
-  } else {
-    where.port = courier_test::free_tcp_port();
-    command.insert(command.end(), {"--tcp", "--port", std::to_string(where.port)});
-  }
-  command.insert(command.end(), extra.begin(), extra.end());
-  return launch(command, std::move(where));
-}
-
-std::int64_t pid_of(const net::context_ref& session) {
-  auto reply = session.call_wait(courier::token("PID_"), {}, 5s);
-  REQUIRE(reply);
-  auto items = reply->items();
-  auto pid = items.read<std::int64_t>();
-  REQUIRE(pid);
-  return *pid;
-}
-
-std::int64_t tid_of(const net::context_ref& session) {
-  auto reply = session.call_wait(courier::token("TID_"), {}, 5s);
-  REQUIRE(reply);
-  auto items = reply->items();
-  auto tid = items.read<std::int64_t>();
-  REQUIRE(tid);
-  return *tid;
-}
-
-/// Opens a session at `server`, asks it `ask` (pid_of, tid_of), and closes it.
-std::int64_t one_session(net::node& node, const started_server& server, std::int64_t (*ask)(const net::context_ref&)) {
-  auto c = node.connect(server.where);
-  REQUIRE(c);
-  const auto answer = ask(*c);
-  REQUIRE(c->close_wait(5s));
-  return answer;
-}
-
-bool process_gone(std::int64_t pid) { return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
 
 }  // namespace
-
-TEST_CASE("--fork and --spawn run each session in a process of its own, and one that aborts ends only itself",
-          "[modes]") {
-  courier_test::watchdog wd{"session modes: processes", 60s};
-  for (const std::string mode : {"fork", "spawn"}) {
-    for (auto transport : {net::transport_kind::uds, net::transport_kind::tcp}) {
-      INFO(mode << " over " << net::to_string(transport));
-      auto server = start_server(mode, transport);
-      courier::system sys;
-      net::node node(sys);
-      auto a = node.connect(server.where);
-      auto b = node.connect(server.where);
-      REQUIRE(a);
-      REQUIRE(b);
-      const auto pid_a = pid_of(*a), pid_b = pid_of(*b);
-      CHECK(pid_a != pid_b);
-      CHECK(pid_a != server.process.pid());
-      CHECK(pid_b != server.process.pid());
-
-      // The session is told its peer: the transport and, on uds, this process's credentials.
-      auto peer = a->call_wait(courier::token("PEER"), {}, 5s);
-      REQUIRE(peer);
-      auto items = peer->items();
-      CHECK(*items.read<std::string_view>() == net::to_string(transport));
-      const std::string address(*items.read<std::string_view>());
-      if (transport == net::transport_kind::uds)
-        CHECK(address.find("pid " + std::to_string(::getpid())) == 0);
-      else
-        CHECK(address.rfind("127.0.0.1:", 0) == 0);
-
-      // A session that aborts ends its own process and connection only.
-      auto crashed = a->call_wait(courier::token("ABRT"), {}, 5s);
-      REQUIRE_FALSE(crashed);
-      CHECK(crashed.err() == courier::errc::connection_lost);
-      CHECK(pid_of(*b) == pid_b);
-      auto c = node.connect(server.where);
-      REQUIRE(c);
-      CHECK(pid_of(*c) != pid_b);
-
-      // SIGTERM: the acceptor stops, passes it on, reaps; the sessions' processes are gone.
-      server.process.kill(SIGTERM);
-      CHECK(server.process.wait(10s) == 0);
-      CHECK_FALSE(b->call_wait(courier::token("PID_"), {}, 5s));
-      CHECK(process_gone(pid_a));
-      CHECK(process_gone(pid_b));
-      if (transport == net::transport_kind::uds) {
-        struct stat st {};
-        CHECK(::stat(server.where.file.c_str(), &st) != 0);
-      }
-      node.stop();
-    }
-  }
-}
 
 TEST_CASE("--max-connections counts the session threads or processes: one more is refused on the wire", "[modes]") {
   courier_test::watchdog wd{"session modes: limit", 30s};
@@ -201,75 +150,6 @@ TEST_CASE("--max-connections counts the session threads or processes: one more i
     node.stop();
   }
 }
-
-namespace {
-
-/// What the first frame of each of `count` connections that send nothing was: the server's
-/// handshake (served), ERROR 260 whose text names `reason` (refused), or nothing (a bare close, or
-/// another answer: what a server must never give a connection it cannot serve).
-struct first_frames {
-  int served = 0, refused = 0, other = 0;
-  std::string texts;
-};
-
-first_frames open_silent(const net::endpoint& where, int count,
-                         std::vector<std::unique_ptr<courier_test::peers::raw_peer>>& peers, std::string_view reason) {
-  first_frames seen;
-  for (int i = 0; i < count; ++i) peers.push_back(std::make_unique<courier_test::peers::raw_peer>(where));
-  for (auto& p : peers) {
-    auto f = p->next(10s);
-    if (f && f->kind == courier::wire::kind::handshake) {
-      ++seen.served;
-    } else if (f && f->kind == courier::wire::kind::error && f->code == 260 &&
-               f->text.find(reason) != std::string::npos) {
-      ++seen.refused;
-      seen.texts = f->text;
-    } else {
-      ++seen.other;
-      if (f) seen.texts = f->text;
-    }
-  }
-  return seen;
-}
-
-/// Settings for a sanitized server that is run out of processes, as a shell prefix: LeakSanitizer
-/// checks at exit on a thread of its own, which the limit refuses (a fatal error of its own).
-std::string sanitizer_settings_for_limits() {
-#ifdef __SANITIZE_ADDRESS__
-  return "export ASAN_OPTIONS=\"$ASAN_OPTIONS:detect_leaks=0\";";
-#else
-  return {};
-#endif
-}
-
-/// The test server in `mode` over uds, started by /bin/sh after `prefix` (a ulimit) through
-/// `wrapper` (a command that runs it with another limit or as another user).
-started_server start_limited_server(const std::string& prefix, const std::string& wrapper, const std::string& mode,
-                                    std::vector<std::string> extra = {}) {
-  net::endpoint where;
-  where.kind = net::transport_kind::uds;
-  where.file = courier_test::temp_socket_path("limited");
-  std::string line = sanitizer_settings_for_limits() + prefix + " exec " + wrapper + " " +
-                     COURIER_TEST_SESSION_MODES_SERVER + " --silent --" + mode + " --uds --file " + where.file;
-  for (const auto& o : extra) line.append(" ").append(o);
-  return launch({"/bin/sh", "-c", line}, std::move(where));
-}
-
-/// Once the connections that held the sessions are gone, the server serves again.
-void serves_again(const started_server& server) {
-  courier::system sys;
-  net::node node(sys);
-  const auto until = std::chrono::steady_clock::now() + courier_test::scaled(15s);
-  for (;;) {
-    auto c = node.connect(server.where);
-    if (c && c->call_wait(courier::token("PID_"), {}, 5s)) break;
-    REQUIRE(std::chrono::steady_clock::now() < until);
-    std::this_thread::sleep_for(20ms);
-  }
-  node.stop();
-}
-
-}  // namespace
 
 TEST_CASE("a session that cannot get its descriptors is refused with 260 and why; the server goes on",
           "[modes][limits]") {
@@ -347,151 +227,6 @@ TEST_CASE("a process with a running system is refused the fork mode, with why", 
   CHECK(::stat(file.c_str(), &st) != 0);  // it never listened
 }
 
-TEST_CASE("--thread runs each session on a thread of its own: a handler that blocks stalls only its session",
-          "[modes]") {
-  courier_test::watchdog wd{"session modes: thread", 60s};
-  for (auto transport : {net::transport_kind::uds, net::transport_kind::tcp}) {
-    INFO("thread over " << net::to_string(transport));
-    auto server = start_server("thread", transport);
-    courier::system sys;
-    net::node node(sys);
-    auto a = node.connect(server.where);
-    auto b = node.connect(server.where);
-    REQUIRE(a);
-    REQUIRE(b);
-    CHECK(pid_of(*a) == server.process.pid());  // one process,
-    CHECK(pid_of(*b) == server.process.pid());
-    const auto tid_a = tid_of(*a), tid_b = tid_of(*b);
-    CHECK(tid_a != tid_b);                 // a thread each,
-    CHECK(tid_a != server.process.pid());  // neither the acceptor's
-    auto peer = a->call_wait(courier::token("PEER"), {}, 5s);
-    REQUIRE(peer);
-    auto items = peer->items();
-    CHECK(*items.read<std::string_view>() == net::to_string(transport));
-    const std::string address(*items.read<std::string_view>());
-    if (transport == net::transport_kind::uds)
-      CHECK(address.find("pid " + std::to_string(::getpid())) == 0);
-    else
-      CHECK(address.rfind("127.0.0.1:", 0) == 0);
-
-    // a's handler blocks its thread for 0.8 s; b's session, and a new one, answer meanwhile.
-    std::atomic<bool> blocked_answered{false};
-    bool slept = false;  // checked after the join: Catch's macros are for this thread only
-    std::thread blocked([&] {
-      slept = static_cast<bool>(a->call_wait(courier::token("SLEP"), net::args(std::int32_t{800}), 10s));
-      blocked_answered = true;
-    });
-    std::this_thread::sleep_for(100ms);  // a's call on its way (b's answer comes first either way)
-    CHECK(tid_of(*b) == tid_b);
-    auto c = node.connect(server.where);
-    REQUIRE(c);
-    CHECK(tid_of(*c) != tid_a);
-    CHECK_FALSE(blocked_answered.load());
-    blocked.join();
-    CHECK(slept);
-    CHECK(tid_of(*a) == tid_a);
-
-    // SIGTERM: each session's thread closes its connection and is joined; the file is removed.
-    server.process.kill(SIGTERM);
-    CHECK(server.process.wait(10s) == 0);
-    CHECK_FALSE(b->call_wait(courier::token("PID_"), {}, 5s));
-    if (transport == net::transport_kind::uds) {
-      struct stat st {};
-      CHECK(::stat(server.where.file.c_str(), &st) != 0);
-    }
-    node.stop();
-  }
-}
-
-namespace {
-
-/// Whether thread `tid` of process `pid` is in a futex wait (a kept thread waiting for a
-/// session sleeps on a condition variable; a session's thread sleeps in poll). Where the kernel
-/// does not show a thread's system call (ptrace restrictions, gVisor), after a pause long
-/// enough for an ended session's thread to wait.
-bool thread_gone(pid_t pid, std::int64_t tid) {
-  struct stat st {};
-  return ::stat(("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid)).c_str(), &st) != 0;
-}
-
-/// The test server, its stderr (the log) written to a file, started with `options`.
-started_server start_logged_server(const std::string& log_file, std::vector<std::string> options) {
-  net::endpoint where;
-  where.kind = net::transport_kind::uds;
-  where.file = courier_test::temp_socket_path("log");
-  std::string line = std::string("exec ") + COURIER_TEST_SESSION_MODES_SERVER + " --uds --file " + where.file;
-  for (const auto& o : options) line.append(" ").append(o);
-  line.append(" 2>").append(log_file);
-  return launch({"/bin/sh", "-c", line}, std::move(where));
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-/// How often `what` occurs in `text`.
-int count_of(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
-  return n;
-}
-
-/// The thread id in the log's first "session thread N waits" line; 0 when there is none yet.
-std::int64_t first_waiting_thread(const std::string& log) {
-  const std::string mark = "session thread ";
-  for (auto at = log.find(mark); at != std::string::npos; at = log.find(mark, at + 1)) {
-    const auto rest = at + mark.size();
-    const auto space = log.find(' ', rest);
-    if (space == std::string::npos || log.compare(space, 7, " waits ") != 0) continue;
-    return std::stoll(log.substr(rest, space - rest));
-  }
-  return 0;
-}
-
-}  // namespace
-
-TEST_CASE("--thread keeps --kept-threads threads whose session ended for the next sessions; 0 keeps none", "[modes]") {
-  courier_test::watchdog wd{"session modes: kept threads", 60s};
-  courier::system sys;
-  net::node node(sys);
-  const auto session_tid = [&](const started_server& server) { return one_session(node, server, tid_of); };
-  {
-    // The server says when a thread whose session ended waits (at --debug 2): from then on the next
-    // connection is that thread's. The test waits for what the server reports, never for a thread's
-    // state in the kernel, which a loaded machine makes a guess.
-    const std::string log_file = courier_test::temp_socket_path("kept") + ".txt";
-    auto server = start_logged_server(log_file, {"--thread", "--kept-threads", "1", "--debug", "2"});
-    const auto waits_of = [&](std::int64_t tid) {
-      return count_of(read_file(log_file), "session thread " + std::to_string(tid) + " waits for the next connection");
-    };
-    // The readiness probe's session may have kept its thread first: the first thread said to wait
-    // is the kept one.
-    std::int64_t first = 0;
-    REQUIRE(courier_test::eventually([&] { return (first = first_waiting_thread(read_file(log_file))) != 0; }, 20s));
-    for (int i = 0; i < 3; ++i) {
-      INFO("session " << i);
-      REQUIRE(courier_test::eventually([&] { return waits_of(first) >= i + 1; }, 20s));
-      CHECK(session_tid(server) == first);
-    }
-    server.process.kill(SIGTERM);
-    CHECK(server.process.wait(courier_test::scaled(10s)) == 0);
-    ::unlink(log_file.c_str());
-  }
-  {
-    auto server = start_server("thread", net::transport_kind::uds, {"--kept-threads", "0"});
-    const pid_t pid = server.process.pid();
-    const auto first = session_tid(server);
-    CHECK(courier_test::eventually([&] { return thread_gone(pid, first); }));  // ended with its session
-    CHECK(session_tid(server) != first);
-    server.process.kill(SIGTERM);
-    CHECK(server.process.wait(courier_test::scaled(10s)) == 0);
-  }
-  node.stop();
-}
-
 TEST_CASE("over pipe a session server serves its one session on the main thread; --pool on the workers", "[modes]") {
   courier_test::watchdog wd{"session modes: pipe", 30s};
   courier::system sys;
@@ -547,143 +282,6 @@ TEST_CASE("a plain thread that closes a pipe session sleeps while the server pro
   node.stop();
 }
 
-TEST_CASE("--fork keeps --kept-processes processes whose session ended for the next sessions; 0 keeps none",
-          "[modes]") {
-  courier_test::watchdog wd{"session modes: kept processes", 60s};
-  courier::system sys;
-  net::node node(sys);
-  const auto session_pid = [&](const started_server& server) { return one_session(node, server, pid_of); };
-  {
-    auto server = start_server("fork", net::transport_kind::uds, {"--kept-processes", "1"});
-    // A session may find the one place taken (by the readiness probe's process, or by one whose
-    // end the acceptor has not read yet) and get a new process; sessions that follow one another
-    // unhurried then run in the one kept process.
-    std::int64_t kept = 0;
-    int again = 0;
-    for (int i = 0; i < 60 && again < 3; ++i) {
-      const auto pid = session_pid(server);
-      CHECK(pid != server.process.pid());
-      again = pid == kept ? again + 1 : 0;
-      kept = pid;
-      std::this_thread::sleep_for(50ms);
-    }
-    CHECK(again == 3);
-
-    // A kept process that aborts ends its session only; the next session gets a process of its own.
-    auto doomed = node.connect(server.where);
-    REQUIRE(doomed);
-    const auto doomed_pid = pid_of(*doomed);
-    auto crashed = doomed->call_wait(courier::token("ABRT"), {}, 5s);
-    REQUIRE_FALSE(crashed);
-    INFO("the call failed with: " << crashed.err().describe());
-    CHECK(crashed.err() == courier::errc::connection_lost);
-    CHECK(courier_test::eventually([&] { return process_gone(doomed_pid); }));
-    const auto after_crash = session_pid(server);
-    CHECK(after_crash != doomed_pid);
-
-    // SIGTERM ends the process that waits for a session too.
-    server.process.kill(SIGTERM);
-    CHECK(server.process.wait(10s) == 0);
-    CHECK(courier_test::eventually([&] { return process_gone(after_crash); }));
-  }
-  {
-    auto server = start_server("fork", net::transport_kind::uds, {"--kept-processes", "0"});
-    const auto first = session_pid(server);
-    CHECK(courier_test::eventually([&] { return process_gone(first); }));  // ended with its session
-    CHECK(session_pid(server) != first);
-    server.process.kill(SIGTERM);
-    CHECK(server.process.wait(10s) == 0);
-  }
-  node.stop();
-}
-
-TEST_CASE("--fork: a connection handed to a kept process that dies before it takes it is served, or refused with 260",
-          "[modes]") {
-  courier_test::watchdog wd{"session modes: kept process dies", 120s};
-  for (const int signal : {SIGTERM, SIGKILL}) {
-    INFO("the kept processes get " << (signal == SIGTERM ? "SIGTERM" : "SIGKILL"));
-    auto server = start_server("fork", net::transport_kind::uds, {"--kept-processes", "4"});
-    std::vector<std::int64_t> kept;
-    {
-      // Four sessions at once, then closed: their processes wait for the next (the acceptor reads
-      // their word after the close; the sessions that follow find them waiting).
-      courier::system sys;
-      net::node node(sys);
-      std::vector<net::context_ref> sessions;
-      for (int i = 0; i < 4; ++i) sessions.push_back(first_served_session(node, server.where));
-      for (auto& s : sessions) kept.push_back(pid_of(s));
-      for (auto& s : sessions) REQUIRE(s.close_wait(5s));
-      node.stop();
-    }
-    std::this_thread::sleep_for(courier_test::scaled(200ms));
-    // As the OOM killer or an operator would: every kept process at once, and 24 connections.
-    for (const auto pid : kept) ::kill(static_cast<pid_t>(pid), signal);
-    std::vector<std::unique_ptr<courier_test::peers::raw_peer>> peers;
-    const first_frames seen = open_silent(server.where, 24, peers, "");
-    INFO("served " << seen.served << ", refused " << seen.refused << ", other " << seen.other << ": " << seen.texts);
-    CHECK(seen.other == 0);  // never a bare end of stream
-    CHECK(seen.served >= 1);
-    REQUIRE_FALSE(server.process.try_wait());
-    peers.clear();
-    server.process.kill(SIGTERM);
-    CHECK(server.process.wait(courier_test::scaled(10s)) == 0);
-  }
-}
-
-namespace {
-
-struct padded_call {  // a call whose third field only pads it (never run: the frame stays unfinished)
-  static constexpr courier::token token{"PAD_"};
-  std::int32_t a = 1, b = 2;
-  std::string pad;
-  auto fields() { return std::tie(a, b, pad); }
-  auto fields() const { return std::tie(a, b, pad); }
-};
-
-}  // namespace
-
-TEST_CASE("--max-memory is one budget for the process: the sessions of --thread share it, as --pool's do",
-          "[modes][memory]") {
-  courier_test::watchdog wd{"session modes: one memory budget", 90s};
-  for (const std::string mode : {"pool", "thread"}) {
-    INFO(mode);
-    auto server = start_server(mode, net::transport_kind::uds, {"--max-memory", "1048576"});
-    // Four sessions each hold 400 KB of a frame still arriving: 1.6 MB against a 1 MiB budget, so
-    // at least one is refused with 260 and why (with a budget per session none would be).
-    padded_call call;
-    call.pad.assign(400'000, 'x');
-    const std::string frame = courier_test::peers::raw_peer::call_bytes(call, 7);
-    const std::string held = frame.substr(0, frame.size() - 100);
-    std::vector<std::unique_ptr<courier_test::peers::raw_peer>> peers;
-    for (int i = 0; i < 4; ++i) {
-      peers.push_back(std::make_unique<courier_test::peers::raw_peer>(server.where));
-      REQUIRE(peers.back()->handshake());
-      (void)peers.back()->write(held);  // a refused one may be closed before all of it is written
-    }
-    int refused = 0, other = 0;
-    std::string texts;
-    const auto until = std::chrono::steady_clock::now() + courier_test::scaled(10s);
-    while (refused == 0 && std::chrono::steady_clock::now() < until) {
-      for (auto& p : peers) {
-        auto f = p->next(20ms);
-        if (!f) continue;
-        if (f->kind == courier::wire::kind::error && f->code == 260 && f->text.find("memory") != std::string::npos)
-          ++refused;
-        else if (f->kind != courier::wire::kind::ping)
-          ++other;
-        texts += f->text + "; ";
-      }
-    }
-    INFO("refused " << refused << ", other " << other << ": " << texts);
-    CHECK(refused >= 1);
-    CHECK(other == 0);
-    peers.clear();
-    serves_again(server);
-    server.process.kill(SIGTERM);
-    CHECK(server.process.wait(courier_test::scaled(10s)) == 0);
-  }
-}
-
 TEST_CASE("every session of a server has a number of its own, in every start mode", "[modes]") {
   courier_test::watchdog wd{"session modes: session numbers", 90s};
   const auto number_of = [](const net::context_ref& session) {
@@ -724,32 +322,6 @@ TEST_CASE("every session of a server has a number of its own, in every start mod
     CHECK(server.process.wait(courier_test::scaled(10s)) == 0);
   }
 }
-
-namespace {
-
-/// Serves one session (after the readiness probe's has ended), refuses a second connection, closes
-/// the first, stops the server with SIGTERM, and returns what it logged.
-std::string log_of_one_session(std::vector<std::string> options) {
-  const std::string log_file = courier_test::temp_socket_path("log") + ".txt";
-  options.insert(options.end(), {"--max-connections", "1"});
-  auto server = start_logged_server(log_file, options);
-  {
-    courier::system sys;
-    net::node node(sys);
-    const net::context_ref first = first_served_session(node, server.where);
-    REQUIRE_FALSE(node.connect(server.where));
-    REQUIRE(first.close_wait(5s));
-    node.stop();
-  }
-  std::this_thread::sleep_for(50ms);  // the server's end of the close
-  server.process.kill(SIGTERM);
-  CHECK(server.process.wait(10s) == 0);
-  std::string text = read_file(log_file);
-  ::unlink(log_file.c_str());
-  return text;
-}
-
-}  // namespace
 
 TEST_CASE("the log tells of connections, sessions and refusals, as --debug and --silent ask", "[modes][log]") {
   courier_test::watchdog wd{"session modes: log", 60s};
@@ -848,80 +420,6 @@ TEST_CASE("a silent connection's handshake time-out counts from its accept, not 
     CHECK(server.process.wait(courier_test::scaled(20s)) == 0);
   }
 }
-
-struct sleep_call {  // SLEP: blocks the session's thread for `ms`
-  static constexpr courier::token token{"SLEP"};
-  std::int32_t ms = 0;
-  auto fields() { return std::tie(ms); }
-  auto fields() const { return std::tie(ms); }
-};
-
-TEST_CASE("a session that ends a little after its grace is waited for, not killed or called stuck",
-          "[modes][signals]") {
-  courier_test::watchdog wd{"session modes: the whole grace", 90s};
-  for (const std::string mode : {"fork", "spawn"}) {
-    INFO(mode);
-    const std::string log_file = courier_test::temp_socket_path("grace") + ".txt";
-    auto server = start_logged_server(log_file, {"--" + mode, "--debug", "1"});
-    // A handler holds its session's only thread for 300 ms when SIGTERM comes, and the client
-    // never answers the close: the session sees the stop once the handler returns, then spends
-    // its whole 2 s grace on the close, and its process ends within the acceptor's margin.
-    courier_test::peers::raw_peer busy(server.where);
-    REQUIRE(busy.handshake());
-    REQUIRE(busy.write(courier_test::peers::raw_peer::call_bytes(sleep_call{300}, 1)));
-    std::this_thread::sleep_for(100ms);  // the call has started
-    server.process.kill(SIGTERM);
-    CHECK(server.process.wait(courier_test::scaled(20s)) == 0);
-    CHECK(busy.wait_eof(10s));
-    const std::string log = read_file(log_file);
-    INFO(log);
-    CHECK(log.find("did not end") == std::string::npos);
-    CHECK(log.find("abandoned") == std::string::npos);
-    CHECK(log.find("killed") == std::string::npos);
-    ::unlink(log_file.c_str());
-  }
-}
-
-namespace {
-
-/// The server's child processes (the sessions of --fork and --spawn), from its main thread's list.
-int children_of(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
-  int count = 0;
-  for (long child = 0; in >> child;) ++count;
-  return count;
-}
-
-long resident_kib(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
-  return -1;
-}
-
-bool has_pidfd() {
-#ifdef SYS_pidfd_open
-  const long fd = ::syscall(SYS_pidfd_open, ::getpid(), 0);
-  if (fd < 0) return false;
-  ::close(static_cast<int>(fd));
-  return true;
-#else
-  return false;
-#endif
-}
-
-struct server_footprint {
-  int descriptors, threads, children;
-  long resident;
-};
-
-server_footprint footprint_of(pid_t pid) {
-  const std::string proc = "/proc/" + std::to_string(pid);
-  return {courier_test::directory_entries(proc + "/fd"), courier_test::directory_entries(proc + "/task"),
-          children_of(pid), resident_kib(pid)};
-}
-
-}  // namespace
 
 TEST_CASE("mass: thread, fork and spawn sessions by the thousand, hundreds at once, none left but those kept",
           "[modes][.mass]") {

@@ -1,4 +1,4 @@
-// The server of net_session_modes: a session per connection in the start mode its options choose
+// The server of the start modes' tests: a session per connection in the start mode its options choose
 // (--pool, --thread, --fork, --spawn), with services that tell which process and thread serve the
 // session (PID_, TID_), who the session's peer is and its number (PEER), one that blocks its thread for the
 // milliseconds it is given (SLEP), one that aborts its process (ABRT) and one that makes the process
