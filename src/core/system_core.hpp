@@ -155,6 +155,7 @@ struct alignas(64) worker {
   std::uint32_t tick = 0;
   std::uint32_t steal_seed = 0;
   bool poll_after_turn = false;       // the turn wrote to a socket: look at the poller before the next
+  std::uint32_t writes_unlooked = 0;  // writing turns since the poller was last looked at
   std::int64_t answer_due_until = 0;  // steady ns: a socket written to may be answered before this
   std::int64_t io_spin_ns = 0;        // config::io_spin
   run_queue local;
