@@ -469,8 +469,16 @@ constexpr std::uint32_t writes_per_look = 8;
 void worker::after_writing_turn() {
   poll_after_turn = false;
   if (io_spin_ns > 0) answer_due_until = steady_now_ns() + io_spin_ns;
+  if (io_spin_ns <= 0) {
+    poll_io_now();
+    return;
+  }
   const bool other_work = next != nullptr || !local.empty() || core->injection.size_approx() > 0;
-  if (io_spin_ns <= 0 || (other_work && ++writes_unlooked >= writes_per_look)) poll_io_now();
+  if (!other_work || ++writes_unlooked < writes_per_look) return;
+  // A local queue half full has work enough: what a look would find now goes behind it, and
+  // past its capacity to the shared queue, which this worker takes from only now and then (a
+  // connection put there waited many times longer than the others: the tail of the latencies).
+  if (local.size() < run_queue::capacity / 2) poll_io_now();
 }
 
 void worker::run() {

@@ -71,6 +71,13 @@ class run_queue {
     return a;
   }
 
+  /// How many wait (owner: exact; others: a moment's view).
+  std::uint32_t size() const noexcept {
+    const auto n =
+        static_cast<std::int32_t>(tail_.load(std::memory_order_acquire) - head_.load(std::memory_order_acquire));
+    return n > 0 ? static_cast<std::uint32_t>(n) : 0;
+  }
+
   bool empty() const noexcept {
     return static_cast<std::int32_t>(tail_.load(std::memory_order_acquire) - head_.load(std::memory_order_acquire)) <=
            0;
