@@ -59,15 +59,7 @@ TEST_CASE("--fork and --spawn run each session in a process of its own, and one 
       CHECK(pid_b != server.process.pid());
 
       // The session is told its peer: the transport and, on uds, this process's credentials.
-      auto peer = a->call_wait(courier::token("PEER"), {}, 5s);
-      REQUIRE(peer);
-      auto items = peer->items();
-      CHECK(*items.read<std::string_view>() == net::to_string(transport));
-      const std::string address(*items.read<std::string_view>());
-      if (transport == net::transport_kind::uds)
-        CHECK(address.find("pid " + std::to_string(::getpid())) == 0);
-      else
-        CHECK(address.rfind("127.0.0.1:", 0) == 0);
+      check_peer_is_this_process(*a, transport);
 
       // A session that aborts ends its own process and connection only.
       auto crashed = a->call_wait(courier::token("ABRT"), {}, 5s);

@@ -80,22 +80,31 @@ inline started_server start_server(const std::string& mode, net::transport_kind 
   return launch(command, std::move(where));
 }
 
-inline std::int64_t pid_of(const net::context_ref& session) {
-  auto reply = session.call_wait(courier::token("PID_"), {}, 5s);
+/// The one int64 a session answers `token` with (its process's or its thread's id).
+inline std::int64_t int64_from(const net::context_ref& session, courier::token token) {
+  auto reply = session.call_wait(token, {}, 5s);
   REQUIRE(reply);
   auto items = reply->items();
-  auto pid = items.read<std::int64_t>();
-  REQUIRE(pid);
-  return *pid;
+  auto value = items.read<std::int64_t>();
+  REQUIRE(value);
+  return *value;
 }
 
-inline std::int64_t tid_of(const net::context_ref& session) {
-  auto reply = session.call_wait(courier::token("TID_"), {}, 5s);
-  REQUIRE(reply);
-  auto items = reply->items();
-  auto tid = items.read<std::int64_t>();
-  REQUIRE(tid);
-  return *tid;
+inline std::int64_t pid_of(const net::context_ref& session) { return int64_from(session, courier::token("PID_")); }
+inline std::int64_t tid_of(const net::context_ref& session) { return int64_from(session, courier::token("TID_")); }
+
+/// The session was told its peer: the transport and, on uds, this process's credentials (on
+/// tcp, the loopback address).
+inline void check_peer_is_this_process(const net::context_ref& session, net::transport_kind transport) {
+  auto peer = session.call_wait(courier::token("PEER"), {}, 5s);
+  REQUIRE(peer);
+  auto items = peer->items();
+  CHECK(*items.read<std::string_view>() == net::to_string(transport));
+  const std::string address(*items.read<std::string_view>());
+  if (transport == net::transport_kind::uds)
+    CHECK(address.find("pid " + std::to_string(::getpid())) == 0);
+  else
+    CHECK(address.rfind("127.0.0.1:", 0) == 0);
 }
 
 /// Opens a session at `server`, asks it `ask` (pid_of, tid_of), and closes it.

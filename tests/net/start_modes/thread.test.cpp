@@ -83,15 +83,7 @@ TEST_CASE("--thread runs each session on a thread of its own: a handler that blo
     const auto tid_a = tid_of(*a), tid_b = tid_of(*b);
     CHECK(tid_a != tid_b);                 // a thread each,
     CHECK(tid_a != server.process.pid());  // neither the acceptor's
-    auto peer = a->call_wait(courier::token("PEER"), {}, 5s);
-    REQUIRE(peer);
-    auto items = peer->items();
-    CHECK(*items.read<std::string_view>() == net::to_string(transport));
-    const std::string address(*items.read<std::string_view>());
-    if (transport == net::transport_kind::uds)
-      CHECK(address.find("pid " + std::to_string(::getpid())) == 0);
-    else
-      CHECK(address.rfind("127.0.0.1:", 0) == 0);
+    check_peer_is_this_process(*a, transport);
 
     // a's handler blocks its thread for 0.8 s; b's session, and a new one, answer meanwhile.
     std::atomic<bool> blocked_answered{false};
