@@ -257,7 +257,7 @@ class connection_core {
   void start_open(const detail::open_child& o, response_promise<opened_context> promise);
   wire::result<std::size_t> append_frame(const wire::frame_header& header, std::span<const std::byte> items);
 
-  // Routing (connection_core.cpp).
+  // Routing (connection_routing.cpp).
   void answer_reflection(const wire::frame_view& f);
   void run_service(const service_handler& handler, const wire::frame_view& f, bool is_call);
   void forward_to_context(const context_ref& target, const wire::frame_view& f, bool is_call);
@@ -265,7 +265,7 @@ class connection_core {
   actor_ref<detail::context_calls> self_as_context();
   void answered(std::uint64_t id);
 
-  // Sessions (connection_core.cpp).
+  // Sessions (connection_routing.cpp).
   void start_session();
   void log_session(log_level level, std::string_view what) noexcept;
   void end_session() noexcept;
