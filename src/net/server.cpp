@@ -95,9 +95,8 @@ int run_server(int argc, const char* const* argv, const server_program& program,
   server_signals signals;  // before any thread starts: they inherit the blocked mask
   // A process per session serves its one connection on stdin, as a pipe server does.
   endpoint where = opts->where;
-  bool session_process = false, forked = false;
-  detail::forked_session session;  // a forked process's number, and its control socket when it may be kept
-  std::shared_ptr<const log_hook> session_log;
+  bool session_process = false;
+  detail::forked_session session;  // a spawned session's number and accept time
   if (const char* number = std::getenv(detail::session_on_stdin); number != nullptr) {
     session.session.number = std::strtoull(number, nullptr, 10);
     if (const char* at = std::getenv(detail::session_accepted_at); at != nullptr)
@@ -112,21 +111,10 @@ int run_server(int argc, const char* const* argv, const server_program& program,
     session_process = true;
     mode = start_mode::spawn;
   } else if (mode != start_mode::pool && where.kind != transport_kind::pipe) {
-    session_log = log_for(*opts, program.name);  // a forked session writes through the acceptor's
-    if (auto status = detail::accept_sessions(argc, argv, program, *opts, mode, kept, serve, session_log, session))
-      return *status;
-    session_process = forked = true;
+    // A forked session writes through the acceptor's log, and never comes back here.
+    return detail::accept_sessions(argc, argv, program, *opts, mode, kept, serve, log_for(*opts, program.name));
   }
-  if (session_process) {
-    const int status = detail::serve_session_process(program, *opts, serve, session_log, mode, session);
-    if (forked) {
-      // The static objects and exit handlers are copies of the acceptor's: not this process's to
-      // run (a forked child ends with _exit), and running them made each session slower.
-      std::fflush(nullptr);
-      ::_exit(status);
-    }
-    return status;
-  }
+  if (session_process) return detail::serve_session_process(program, *opts, serve, nullptr, mode, session);
   const bool quiet = opts->silent || where.kind == transport_kind::pipe;
 
   courier::system sys;

@@ -154,11 +154,10 @@ std::unique_ptr<start_mode_runner> make_process_runner(start_mode mode, std::vec
 /// The acceptor of --thread, --fork and --spawn: accepts on the program's endpoint with no
 /// courier::system in this process (so that a fork is safe), starts each connection as a session
 /// through the mode's runner, refuses those past --max-connections, and stops on SIGINT or SIGTERM.
-/// Returns the exit status, or nothing in a forked child, which goes on to serve its connection
-/// (`forked.session`; `forked.control` is its control socket when it may be kept).
-std::optional<int> accept_sessions(int argc, const char* const* argv, const server_program& program,
-                                   const options& opts, start_mode mode, const kept_runners& kept,
-                                   const serve_callback& serve, const std::shared_ptr<const log_hook>& log,
-                                   forked_session& forked);
+/// Returns the exit status. A forked child does not return: it serves its connection from where
+/// it was forked (serve_session_process) and ends with _exit.
+int accept_sessions(int argc, const char* const* argv, const server_program& program, const options& opts,
+                    start_mode mode, const kept_runners& kept, const serve_callback& serve,
+                    const std::shared_ptr<const log_hook>& log);
 
 }  // namespace courier::net::detail

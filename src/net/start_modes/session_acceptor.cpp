@@ -39,10 +39,9 @@ bool out_of_descriptors(const courier::error& e) noexcept {
 
 }  // namespace
 
-std::optional<int> accept_sessions(int argc, const char* const* argv, const server_program& program,
-                                   const options& opts, start_mode mode, const kept_runners& kept,
-                                   const serve_callback& serve, const std::shared_ptr<const log_hook>& log,
-                                   forked_session& forked) {
+int accept_sessions(int argc, const char* const* argv, const server_program& program, const options& opts,
+                    start_mode mode, const kept_runners& kept, const serve_callback& serve,
+                    const std::shared_ptr<const log_hook>& log) {
   const char* name = program.name.c_str();
   if (const std::size_t alive = courier::system::alive(); alive != 0 && mode == start_mode::fork) {
     std::fprintf(stderr,
@@ -92,26 +91,30 @@ std::optional<int> accept_sessions(int argc, const char* const* argv, const serv
 
   int spare = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // given up to refuse while out of descriptors
   std::uint64_t sessions_started = 0;  // the sessions' numbers: the server's, across its threads or processes
-  // Starts `session` on `connection`, or refuses it with why. False in a forked child.
+  // Starts `session` on `connection`, or refuses it with why. In a forked child it does not return:
+  // the child serves its connection from here and ends (nothing of the acceptor above this frame
+  // is its to run or to destroy).
   const auto start_session = [&](socket& connection, const session_ticket& session) {
     if (opts.max_connections != 0 && runner->running() >= opts.max_connections) {
       detail::refuse(connection, static_cast<std::uint32_t>(errc::system_shutdown),
                      "too many connections (this server serves at most " + std::to_string(opts.max_connections) + ")",
                      log);
-      return true;
+      return;
     }
     const auto started = runner->start(connection, session);
     if (started == start_mode_runner::started::in_forked_child) {
       if (spare >= 0) ::close(spare);
-      forked = runner->forked_child();
-      return false;
+      const int status = serve_session_process(program, opts, serve, log, mode, runner->forked_child());
+      // The static objects and exit handlers are copies of the acceptor's: not this process's to
+      // run, and running them made each session slower.
+      std::fflush(nullptr);
+      ::_exit(status);
     }
     if (started == start_mode_runner::started::no) {
       log_line(log, log_level::error, "a session could not start: " + runner->why_not());
       detail::refuse(connection, static_cast<std::uint32_t>(errc::system_shutdown),
                      "the server could not start a session: " + runner->why_not(), log);
     }
-    return true;
   };
   // True once SIGINT or SIGTERM was read (SIGCHLD is read too: reaping polls each process).
   const auto stop_asked = [signals] {
@@ -150,7 +153,7 @@ std::optional<int> accept_sessions(int argc, const char* const* argv, const serv
         continue;
       }
       if (!accepted) break;  // none waiting (or a failure of this one connection: the next poll goes on)
-      if (!start_session(*accepted, {++sessions_started, steady::now()})) return std::nullopt;
+      start_session(*accepted, {++sessions_started, steady::now()});
     }
     if (stopping) break;
     runner->running();  // reap what ended (SIGCHLD, or a thread's session)
@@ -158,7 +161,7 @@ std::optional<int> accept_sessions(int argc, const char* const* argv, const serv
       log_line(log, log_level::warning,
                "session " + std::to_string(session.number) +
                    ": its process ended before it took the connection; started again");
-      if (!start_session(orphan, session)) return std::nullopt;
+      start_session(orphan, session);
     }
   }
   // Stop: no new sessions, the socket file gone, every session told and given the grace. The
