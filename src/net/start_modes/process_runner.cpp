@@ -24,9 +24,9 @@ namespace courier::net::detail {
 
 namespace {
 
-/// --fork and --spawn: a process per session. The forked child returns to run_server and serves
-/// its connection on stdin as a pipe server does; a spawned one is this program again, told so
-/// by its environment.
+/// --fork and --spawn: a process per session. The forked child returns to the acceptor's
+/// start_session, which serves its connection on stdin as a pipe server does and ends it; a
+/// spawned one is this program again, told so by its environment.
 ///
 /// A forked process whose session ended may wait for the next (at most `kept_processes` wait),
 /// as a pre-forking web server's children do: it says so over a control socket it shares with
