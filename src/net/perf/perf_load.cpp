@@ -24,6 +24,7 @@
 #include "courier/wire/encoder.hpp"
 #include "courier/wire/engine.hpp"
 #include "perf_protocol.hpp"
+#include "perf_raw.hpp"
 #include "server_process.hpp"
 
 namespace courier::perf {
@@ -331,32 +332,6 @@ class load_driver {
   std::minstd_rand random_{std::random_device{}()};
 };
 
-/// The bare echo server of the raw run: `courier-perf --raw-echo-epoll` on a listener made here.
-class raw_server {
- public:
-  static courier::result<raw_server> start(const std::string& self, net::endpoint& where) {
-    if (where.kind == net::transport_kind::uds)
-      where.file = "/tmp/courier-perf-load-" + std::to_string(::getpid()) + ".raw";
-    else
-      where.port = 0;
-    auto listening = net::listen(where);
-    if (!listening) return listening.err();
-    where.port = listening->port();
-    auto child = net::spawn_with_stdio({self, "--raw-echo-epoll"}, listening->fd());
-    if (!child) return child.err();
-    return raw_server(std::move(*listening), std::move(*child));
-  }
-  raw_server(raw_server&&) noexcept = default;
-  raw_server& operator=(raw_server&&) = delete;
-  ~raw_server() { process_.kill(SIGTERM); }
-  [[nodiscard]] pid_t pid() const noexcept { return process_.pid(); }
-
- private:
-  raw_server(net::listener l, net::child_process p) : listening_(std::move(l)), process_(std::move(p)) {}
-  net::listener listening_;  // removes the uds file when it goes
-  net::child_process process_;
-};
-
 /// One server's run: connect every client, measure, close; the server's memory per client.
 template <class Server>
 courier::result<load_figures> measure(protocol p, const Server& server, const net::endpoint& where,
@@ -387,9 +362,12 @@ load_result run_one(const load_options& opts, net::transport_kind transport, net
       r.courier = *m;
     }
   }
+  // The bare echo server: this binary, on a listener made here.
   net::endpoint where;
   where.kind = transport;
-  auto raw = raw_server::start(opts.self, where);
+  if (transport == net::transport_kind::uds)
+    where.file = "/tmp/courier-perf-load-" + std::to_string(::getpid()) + ".raw";
+  auto raw = raw_acceptor::start(where, {opts.self, "--raw-echo-epoll"});
   if (!raw) {
     r.failures.push_back("raw echo server: " + raw.err().describe());
   } else if (auto m = measure(protocol::raw, *raw, where, opts); !m) {

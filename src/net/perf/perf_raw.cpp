@@ -54,14 +54,19 @@ courier::result<raw_peer> raw_peer::start(const std::string& self, const net::en
     peer.where_.file = where.file + ".raw";
   else
     peer.where_.port = 0;
-  auto listening = net::listen(peer.where_);
-  if (!listening) return listening.err();
-  peer.where_.port = listening->port();
-  auto acceptor = net::spawn_with_stdio({self, "--raw-echo", "--raw-mode", to_string(mode)}, listening->fd());
+  auto acceptor = raw_acceptor::start(peer.where_, {self, "--raw-echo", "--raw-mode", to_string(mode)});
   if (!acceptor) return acceptor.err();
-  peer.listening_ = std::move(*listening);
-  peer.acceptor_ = std::move(*acceptor);
+  peer.acceptor_.emplace(std::move(*acceptor));
   return peer;
+}
+
+courier::result<raw_acceptor> raw_acceptor::start(net::endpoint& where, const std::vector<std::string>& command) {
+  auto listening = net::listen(where);
+  if (!listening) return listening.err();
+  where.port = listening->port();
+  auto process = net::spawn_with_stdio(command, listening->fd());
+  if (!process) return process.err();
+  return raw_acceptor(std::move(*listening), std::move(*process));
 }
 
 courier::result<net::socket> raw_peer::open() {
@@ -105,10 +110,6 @@ courier::result<measured> raw_peer::connect(std::chrono::duration<double> run_fo
     pipe_child_.reset();  // over pipe a connection is a process: it ends with it
     return echoed(ok);
   });
-}
-
-raw_peer::~raw_peer() {
-  if (acceptor_) acceptor_->kill(SIGTERM);
 }
 
 int run_raw_echo(const std::string& self, start_mode mode) {

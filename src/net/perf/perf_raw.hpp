@@ -9,10 +9,13 @@
 ///
 /// Thread-safety: one thread uses a raw_peer.
 
+#include <signal.h>
+
 #include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "courier/error.hpp"
 #include "courier/net/endpoint.hpp"
@@ -50,12 +53,27 @@ courier::result<measured> run_timed(std::chrono::duration<double> run_for, std::
   }
 }
 
+/// A bare peer serving a listener this process made (uds or tcp): the listener, which removes its
+/// uds file when it goes, and the process that accepts on it, ended (SIGTERM) and reaped when it goes.
+struct raw_acceptor {
+  net::listener listening;
+  net::child_process process;
+
+  /// Listens on `where` (a tcp port of 0 is chosen here and written back) and starts `command`
+  /// with the listener as its standard input.
+  static courier::result<raw_acceptor> start(net::endpoint& where, const std::vector<std::string>& command);
+  raw_acceptor(net::listener l, net::child_process p) noexcept : listening(std::move(l)), process(std::move(p)) {}
+  raw_acceptor(raw_acceptor&&) noexcept = default;
+  raw_acceptor& operator=(raw_acceptor&&) = delete;
+  ~raw_acceptor() { process.kill(SIGTERM); }
+  [[nodiscard]] pid_t pid() const noexcept { return process.pid(); }
+};
+
 /// A raw echo peer on one transport.
 class raw_peer {
  public:
   raw_peer(raw_peer&&) noexcept = default;
   raw_peer& operator=(raw_peer&&) = delete;
-  ~raw_peer();  // ends the acceptor (SIGTERM) and reaps it; removes the uds file
 
   /// Starts it: `self` is this program's path, `where` the transport (its file or port is chosen
   /// here: a uds file beside the one given, or any free tcp port on its host).
@@ -73,9 +91,8 @@ class raw_peer {
   courier::result<net::socket> open();
 
   std::string self_;
-  net::endpoint where_;  // pipe: this binary with --raw-echo; uds and tcp: the listener's
-  std::optional<net::listener> listening_;
-  std::optional<net::child_process> acceptor_;    // uds and tcp: the process that accepts
+  net::endpoint where_;                           // pipe: this binary with --raw-echo; uds and tcp: the listener's
+  std::optional<raw_acceptor> acceptor_;          // uds and tcp: the listener and the process that accepts
   std::optional<net::child_process> pipe_child_;  // pipe: the peer of the open connection
 };
 
