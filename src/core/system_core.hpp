@@ -78,10 +78,7 @@ class run_queue {
     return n > 0 ? static_cast<std::uint32_t>(n) : 0;
   }
 
-  bool empty() const noexcept {
-    return static_cast<std::int32_t>(tail_.load(std::memory_order_acquire) - head_.load(std::memory_order_acquire)) <=
-           0;
-  }
+  bool empty() const noexcept { return size() == 0; }
 
  private:
   alignas(64) std::atomic<std::uint32_t> head_{0};
