@@ -1,6 +1,5 @@
 #include "courier/net/server.hpp"
 
-#include <unistd.h>
 #include <CLI/CLI.hpp>
 
 #include <chrono>
@@ -96,7 +95,7 @@ int run_server(int argc, const char* const* argv, const server_program& program,
   // A process per session serves its one connection on stdin, as a pipe server does.
   endpoint where = opts->where;
   bool session_process = false;
-  detail::forked_session session;  // a spawned session's number and accept time
+  detail::process_session session;  // a spawned session's number and accept time
   if (const char* number = std::getenv(detail::session_on_stdin); number != nullptr) {
     session.session.number = std::strtoull(number, nullptr, 10);
     if (const char* at = std::getenv(detail::session_accepted_at); at != nullptr)

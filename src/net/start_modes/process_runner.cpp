@@ -198,7 +198,7 @@ class process_runner final : public start_mode_runner {
 
   /// In a forked child: its end of the control socket (-1 when it is not to be kept), and its
   /// session.
-  [[nodiscard]] forked_session forked_child() const override { return {child_control_, child_session_}; }
+  [[nodiscard]] process_session forked_child() const override { return {child_control_, child_session_}; }
 
  private:
   enum class process_state : std::uint8_t { serving, waiting, ending };

@@ -62,8 +62,10 @@ constexpr char session_ended = 'e';
 
 using serve_callback = std::function<courier::result<serving>(server_setup&)>;
 
-/// A forked session process's session, and its control socket when it may be kept (-1 when not).
-struct forked_session {
+/// What a session's process serves first: its session (a forked one's, or a spawned one's from its
+/// environment) and, in a --fork process that may be kept, its end of the control socket (-1 when
+/// not).
+struct process_session {
   int control = -1;
   session_ticket session;
 };
@@ -95,7 +97,7 @@ class start_mode_runner {
     (void)count;
   }
   /// In a forked child, once start() said so: its session, and its end of the control socket.
-  [[nodiscard]] virtual forked_session forked_child() const { return {}; }
+  [[nodiscard]] virtual process_session forked_child() const { return {}; }
 
  protected:
   std::string why_not_;
@@ -137,7 +139,7 @@ bool serve_or_refuse(const session_setup& setup, int fd, const endpoint& where, 
 /// (`session.control`) then asks the acceptor for the next one. `log` null: the process makes its
 /// own. Returns the exit status.
 int serve_session_process(const server_program& program, const options& opts, const serve_callback& serve,
-                          const std::shared_ptr<const log_hook>& log, start_mode mode, forked_session session);
+                          const std::shared_ptr<const log_hook>& log, start_mode mode, process_session session);
 
 /// --thread's runner: a thread per session, `kept_threads` of them kept for the next.
 std::unique_ptr<start_mode_runner> make_thread_runner(const server_program& program, const options& opts,

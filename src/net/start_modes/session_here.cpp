@@ -136,7 +136,7 @@ bool serve_or_refuse(const session_setup& setup, int fd, const endpoint& where, 
 }
 
 int serve_session_process(const server_program& program, const options& opts, const serve_callback& serve,
-                          const std::shared_ptr<const log_hook>& log, start_mode mode, forked_session session) {
+                          const std::shared_ptr<const log_hook>& log, start_mode mode, process_session session) {
   // A session's process serves its one connection, on stdin, on this one thread: no workers to
   // start for it. SIGINT and SIGTERM (blocked) end it in order.
   sigset_t stop_signals;
