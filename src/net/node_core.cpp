@@ -10,10 +10,7 @@ namespace courier::net::detail {
 
 node_core::node_core(courier::system& sys) : sys_(sys), core_(courier::detail::core_of(sys)) {
   courier::detail::retain_core(core_);
-  poller_.context = this;
-  poller_.poll = &poll_from_system;
-  poller_.wake = &wake_from_any;
-  poller_.fd = reactor_.fd();
+  poller_ = reactor_.as_io_poller();
   // Threaded: the workers poll the reactor when they would park. Embedded with wake_fd: the
   // reactor joins wake_fd and the host's run calls poll it. Otherwise a thread of our own.
   by_system_ = courier::detail::attach_io_poller(core_, &poller_);
@@ -28,13 +25,6 @@ node_core::~node_core() {
   stop(std::chrono::milliseconds(0));
   courier::detail::release_core(core_);
 }
-
-std::size_t node_core::poll_from_system(void* self, int timeout_ms) noexcept {
-  epoll_event ready[32];  // the caller's own: several workers may poll at once
-  return static_cast<node_core*>(self)->reactor_.run_once(timeout_ms, ready);
-}
-
-void node_core::wake_from_any(void* self) noexcept { static_cast<node_core*>(self)->reactor_.wake(); }
 
 void node_core::enter(courier::detail::actor_base* connection, void (*close)(courier::detail::actor_base*),
                       const live_counters* counters, const std::uint16_t* context_map) {

@@ -132,6 +132,18 @@ std::size_t reactor::run_once(int timeout_ms, std::span<epoll_event> ready_) noe
   return dispatched;
 }
 
+courier::detail::io_poller reactor::as_io_poller() noexcept {
+  courier::detail::io_poller poller;
+  poller.context = this;
+  poller.poll = [](void* self, int timeout_ms) noexcept -> std::size_t {
+    epoll_event ready[32];  // the caller's own: several workers may poll at once
+    return static_cast<reactor*>(self)->run_once(timeout_ms, ready);
+  };
+  poller.wake = [](void* self) noexcept { static_cast<reactor*>(self)->wake(); };
+  poller.fd = fd();
+  return poller;
+}
+
 void reactor::wake() noexcept {
   const std::uint64_t one = 1;
   [[maybe_unused]] const ssize_t n = ::write(wake_.fd(), &one, sizeof one);

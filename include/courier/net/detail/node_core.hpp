@@ -90,8 +90,6 @@ class node_core {
   /// Waits up to `grace` for the connections to close; drives a manual system meanwhile when
   /// called on its driving thread (outside any actor), where nobody else would run them.
   void wait_closed(std::chrono::milliseconds grace);
-  static std::size_t poll_from_system(void* self, int timeout_ms) noexcept;
-  static void wake_from_any(void* self) noexcept;
 
   courier::system& sys_;
   courier::detail::system_core* core_;

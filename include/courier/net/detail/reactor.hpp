@@ -37,6 +37,7 @@
 #include <thread>
 #include <vector>
 
+#include "courier/detail/runtime.hpp"
 #include "courier/error.hpp"
 #include "courier/net/socket.hpp"
 
@@ -86,6 +87,10 @@ class reactor {
 
   /// Makes a run_once() that is waiting (or the next one) return. Any thread; async-signal-safe.
   void wake() noexcept;
+
+  /// What a system that polls this reactor (its workers, or an embedded host's run calls) calls:
+  /// run_once on the caller's own buffer, wake() and fd().
+  [[nodiscard]] courier::detail::io_poller as_io_poller() noexcept;
 
   /// How many descriptors are watched (not counting the wake-up eventfd).
   [[nodiscard]] std::size_t watched() const noexcept;
