@@ -193,8 +193,7 @@ void drive_while_waiting(actor_base* actor, const std::atomic<std::uint32_t>& re
   system_core* core = actor->core();
   const drive_ops* drive = actor->identity().ops->drive;
   const std::uint32_t budget = core->cfg.throughput;
-  const int signal = drive->signal_fd(actor);  // this thread runs the actor: no one else calls it
-  bool had_socket = false;                     // once its stream has ended, the signal alone is waited on
+  bool had_socket = false;  // once its stream has ended, the signal alone is waited on
   // Held (or running): no other thread runs the actor, so its descriptor is ours to hand back.
   // Released whether or not this loop took it: the actor may hold itself from its first turn.
   auto let_go = [&] {
@@ -202,7 +201,7 @@ void drive_while_waiting(actor_base* actor, const std::atomic<std::uint32_t>& re
     if (!actor->release_hold()) schedule(actor);  // pushed to meanwhile: the workers take it from here
   };
   for (;;) {
-    hold_on_idle = signal >= 0 ? actor : nullptr;
+    hold_on_idle = actor;
     const resume_result r = actor->resume(budget);
     hold_on_idle = nullptr;
     if (r == resume_result::stopped) return;  // its calls failed as it stopped, this one too
@@ -213,15 +212,14 @@ void drive_while_waiting(actor_base* actor, const std::atomic<std::uint32_t>& re
       schedule(actor);
       return;
     }
-    if (signal < 0) return;  // idle, not held: it is the workers' again
     if (done) {
       let_go();
       return;
     }
     // Asked every round: a stream that has ended stays readable (its hang-up), and polling it
     // would spin this thread while the actor waits for a message (a pipe server's exit).
-    const int reading = drive->hold(actor);
-    if (reading < 0 && !had_socket) {
+    const auto [reading, signal] = drive->hold(actor);
+    if (signal < 0 || (reading < 0 && !had_socket)) {  // nothing would wake this thread for a push
       let_go();
       return;
     }

@@ -274,6 +274,15 @@ void connection_core::arm_clock() {
   clock_due_ = due;
 }
 
+// When the session counts as idle (connection_config::idle_timeout): its client's last call or
+// send and the time-out after it; never while closing, or with no time-out.
+std::chrono::steady_clock::time_point connection_core::idle_due() noexcept {
+  const auto limit = stream_.config().idle_timeout;
+  if (limit.count() == 0 || stream_.engine().side() != wire::role::acceptor || !stream_.open_for_calls())
+    return std::chrono::steady_clock::time_point::max();
+  return last_call_ + limit;
+}
+
 // Every receive block is still viewed by messages in other actors' mailboxes: nothing tells the
 // connection when one is let go, so it looks again shortly (a read_retry after a millisecond).
 void connection_core::retry_read_later() {
@@ -282,13 +291,18 @@ void connection_core::retry_read_later() {
   (void)courier::detail::send_after(shell_.actor, shell_.read_retry, read_retry{}, std::chrono::milliseconds(1));
 }
 
-int connection_core::hold_io() noexcept {
-  if (!link_ || stream_.finished()) return -1;
+courier::detail::drive_ops::descriptors connection_core::hold_io() noexcept {
+  const bool made_now = driver_signal_.load(std::memory_order_relaxed) < 0;
+  const int signal = driver_signal_fd();
+  // A push that found the connection held before its eventfd existed had nothing to signal: the
+  // driver's first wait then looks at the mailbox once.
+  if (made_now) signal_driver();
+  if (!link_ || stream_.finished()) return {-1, signal};
   if (!held_) {
     held_ = true;
     update_registration();
   }
-  return stream_.fd();
+  return {stream_.fd(), signal};
 }
 
 void connection_core::release_io() noexcept {
@@ -315,6 +329,20 @@ void connection_core::signal_driver() noexcept {
 
 void connection_core::dead_letter(const char* what, dead_letter_reason why) {
   courier::detail::dead_letter(shell_.actor->core(), shell_.actor->id(), what, why);
+}
+
+// A reply or error to one of our calls settles it; anything else is an inbound call or send for
+// the router.
+void connection_core::route_frame(const wire::frame_view& f) {
+  if (f.kind() != wire::kind::reply && f.kind() != wire::kind::error) {
+    route_inbound(f);
+    return;
+  }
+  // Unknown, or late (the caller timed out): dropped and counted.
+  if (calls_.answer(f.transaction_id(), f, stream_.frame_owner()) != answer_outcome::settled) {
+    ++stream_.stats().dropped_replies;
+    stream_.engine().count_dropped_reply();
+  }
 }
 
 // ---- back-pressure and reading

@@ -11,17 +11,9 @@
 
 namespace courier::net::detail {
 
-// A reply or error to one of our calls, or a call or send of the peer's in a context the typed
-// shell does not serve (or with a token it does not know).
-void connection_core::route_frame(const wire::frame_view& f) {
-  if (f.kind() == wire::kind::reply || f.kind() == wire::kind::error) {
-    // Unknown, or late (the caller timed out): dropped and counted.
-    if (calls_.answer(f.transaction_id(), f, stream_.frame_owner()) != answer_outcome::settled) {
-      ++stream_.stats().dropped_replies;
-      stream_.engine().count_dropped_reply();
-    }
-    return;
-  }
+// A call or send of the peer's in a context the typed shell does not serve (or with a token it
+// does not know).
+void connection_core::route_inbound(const wire::frame_view& f) {
   const bool is_call = f.kind() == wire::kind::call;
   if (!is_call && f.kind() != wire::kind::send) return;
   call_seen_ = true;
@@ -245,15 +237,6 @@ void connection_core::end_session() noexcept {
   for (auto it = session_owned_.rbegin(); it != session_owned_.rend(); ++it) (*it)();
   session_owned_.clear();
   router_.clear();
-}
-
-// When the session counts as idle (connection_config::idle_timeout): its client's last call or
-// send and the time-out after it; never while closing, or with no time-out.
-std::chrono::steady_clock::time_point connection_core::idle_due() noexcept {
-  const auto limit = stream_.config().idle_timeout;
-  if (limit.count() == 0 || stream_.engine().side() != wire::role::acceptor || !stream_.open_for_calls())
-    return std::chrono::steady_clock::time_point::max();
-  return last_call_ + limit;
 }
 
 }  // namespace courier::net::detail

@@ -52,17 +52,21 @@ enum class resume_result : std::uint8_t { idle, reschedule, stopped };
 ///   the turns they call for, until its reply came or its deadline passed.
 /// The functions are called only by the thread that holds or runs the actor, except `signal`.
 struct drive_ops {
-  /// Takes the descriptor from the poller, so that no worker wakes for it, and returns it; asked
-  /// again before each wait, it returns the held descriptor while there is more to read on it, -1
-  /// once there is not (a stream that has ended) or when there is none.
-  int (*hold)(actor_base* self) noexcept;
+  /// What a driver waits on: the actor's descriptor (-1 once there is no more to read on it: a
+  /// stream that has ended, or none) and the one a push that finds the actor held makes readable
+  /// (-1: none could be made, and the actor cannot be driven).
+  struct descriptors {
+    int reading = -1;
+    int signal = -1;
+  };
+  /// Takes the descriptor from the poller, so that no worker wakes for it, and says what to wait
+  /// on; asked again before each wait.
+  descriptors (*hold)(actor_base* self) noexcept;
   /// The descriptor turned readable: queue what the poller would have queued.
   void (*readable)(actor_base* self) noexcept;
   /// Gives the descriptor back to the poller (which reports what arrived meanwhile).
   void (*release)(actor_base* self) noexcept;
-  /// The descriptor a push that finds the actor held makes readable (made on first use; -1: none).
-  int (*signal_fd)(actor_base* self) noexcept;
-  /// From a pusher that got woke_holder (any thread): makes signal_fd readable.
+  /// From a pusher that got woke_holder (any thread): makes the signal descriptor readable.
   void (*signal)(actor_base* self) noexcept;
 };
 

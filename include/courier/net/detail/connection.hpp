@@ -89,17 +89,16 @@ class connection
   static constexpr bool calls_out = detail::wire_interface<Out>::size != 0;
   static constexpr bool serves = table::size != 0;
   static connection* of(actor_base* a) noexcept { return static_cast<connection*>(a); }
-  static int drive_hold(actor_base* a) noexcept { return of(a)->hold_io(); }
+  static courier::detail::drive_ops::descriptors drive_hold(actor_base* a) noexcept { return of(a)->hold_io(); }
   static void drive_readable(actor_base* a) noexcept { of(a)->io_readable(); }
   static void drive_release(actor_base* a) noexcept { of(a)->release_io(); }
-  static int drive_signal_fd(actor_base* a) noexcept { return of(a)->driver_signal_fd(); }
   static void drive_signal(actor_base* a) noexcept { of(a)->signal_driver(); }
 
  public:
   /// A plain thread whose call wakes the idle connection encodes and writes it itself (no worker
   /// is woken for it), and a plain thread's `ask` reads its reply itself (courier::detail::drive_ops).
   static constexpr courier::detail::drive_ops courier_drive_ops{&drive_hold, &drive_readable, &drive_release,
-                                                                &drive_signal_fd, &drive_signal};
+                                                                &drive_signal};
   /// Writes what a batch of its mailbox queued before it takes the next batch: a sender as fast as
   /// the connection then finds it writing, not taking its messages one or two at a time (each take
   /// moves the mailbox's cache line between the two threads), and the batches grow to a turn.

@@ -240,7 +240,9 @@ class connection_core {
   void detach() noexcept;
   void leave_share() noexcept;
   void arm_clock();
+  std::chrono::steady_clock::time_point idle_due() noexcept;
   void retry_read_later();
+  int driver_signal_fd() noexcept;
   bool reading() const noexcept { return !paused_ && !stream_.read_stalled(); }
   bool must_pause() const noexcept;
   bool may_resume() const noexcept;
@@ -258,6 +260,7 @@ class connection_core {
   wire::result<std::size_t> append_frame(const wire::frame_header& header, std::span<const std::byte> items);
 
   // Routing (connection_routing.cpp).
+  void route_inbound(const wire::frame_view& f);
   void answer_reflection(const wire::frame_view& f);
   void run_service(const service_handler& handler, const wire::frame_view& f, bool is_call);
   void forward_to_context(const context_ref& target, const wire::frame_view& f, bool is_call);
@@ -269,21 +272,19 @@ class connection_core {
   void start_session();
   void log_session(log_level level, std::string_view what) noexcept;
   void end_session() noexcept;
-  std::chrono::steady_clock::time_point idle_due() noexcept;
 
  public:
   // The plain-thread driving hooks (courier::detail::drive_ops, through the shell): while a plain
   // thread holds the connection, the socket is out of the reactor (no worker wakes for what that
-  // thread reads itself).
-  int hold_io() noexcept;
+  // thread reads itself). The driver waits on the socket and on the eventfd that a push to the
+  // held connection makes readable (the connecting side's is made with the connection, the
+  // accepting side's on first use).
+  courier::detail::drive_ops::descriptors hold_io() noexcept;
   void release_io() noexcept;
   /// The socket turned readable for the driver: an io_ready, as the reactor would have queued.
   void io_readable() noexcept {
     if (link_) link_->on_io(EPOLLIN);
   }
-  /// The eventfd that a push to the held connection makes readable (the connecting side's is
-  /// made with the connection, the accepting side's on first use).
-  int driver_signal_fd() noexcept;
   void signal_driver() noexcept;
 
  private:
