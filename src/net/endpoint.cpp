@@ -26,6 +26,9 @@ std::string to_string(const endpoint& where) {
       break;
     }
   }
+  if (where.kind != transport_kind::pipe && where.descriptor >= 0)
+    text += where.descriptor == 0 ? ", the connection on stdin"
+                                  : ", the connection on fd " + std::to_string(where.descriptor);
   return text;
 }
 

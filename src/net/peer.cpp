@@ -26,8 +26,8 @@ peer_info peer_of(const socket& accepted, transport_kind transport) {
     return peer;
   }
   if (transport == transport_kind::pipe) {
-    // A session a process-per-session server handed to a process of its own has its accepted
-    // socket on stdin: a uds one is named by the listener's path, a socket pair is unnamed.
+    // A program given a connected socket on stdin by inetd or systemd (Accept=yes) rather than
+    // by a pipe client: a uds one is named by the listener's path, a socket pair is unnamed.
     sockaddr_storage own{};
     socklen_t own_len = sizeof own;
     if (::getsockname(accepted.fd(), reinterpret_cast<sockaddr*>(&own), &own_len) == 0) {

@@ -186,8 +186,11 @@ courier::result<socket> pipe_server_socket() {
   return sock;
 }
 
-courier::result<socket> pipe_server_socket(const endpoint& where) {
-  if (where.descriptor == 0) return pipe_server_socket();
+courier::result<socket> connection_socket(const endpoint& where) {
+  if (where.descriptor == 0 || (where.descriptor < 0 && where.kind == transport_kind::pipe))
+    return pipe_server_socket();
+  if (where.descriptor < 0)
+    return courier::error(errc::invalid_argument, to_string(where) + ": names no connection (a server listens there)");
   socket sock(where.descriptor);
   if (auto ok = make_nonblocking(sock.fd()); !ok) return ok.err();
   return sock;

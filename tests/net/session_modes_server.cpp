@@ -1,6 +1,7 @@
 // The server of the start modes' tests: a session per connection in the start mode its options choose
 // (--pool, --thread, --fork, --spawn), with services that tell which process and thread serve the
-// session (PID_, TID_), who the session's peer is and its number (PEER), one that blocks its thread for the
+// session (PID_, TID_), who the session's peer is and its number (PEER), the endpoint the serve
+// callback was given (WHER), one that blocks its thread for the
 // milliseconds it is given (SLEP), one that aborts its process (ABRT) and one that makes the process
 // wait the milliseconds it is given after its sessions ended before it exits (LNGR). With
 // COURIER_TEST_SLOW_START_MS in its environment, each session's serve callback first sleeps that long.
@@ -18,6 +19,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <string>
 
 namespace net = courier::net;
 
@@ -32,8 +34,9 @@ int main(int argc, char** argv) {
     // A session that is slow to start (a loaded host, a program with much to set up).
     if (const char* ms = std::getenv("COURIER_TEST_SLOW_START_MS"))
       std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(ms)));
+    const std::string served = net::to_string(s.where);
     return s.net.serve_sessions(
-        [](const net::peer_info& peer, net::context_ref) {
+        [served](const net::peer_info& peer, net::context_ref) {
           auto table = std::make_shared<net::service_table>();
           table->add(courier::token("PID_"),
                      [](net::incoming& call) { call.reply().add(static_cast<std::int64_t>(::getpid())); });
@@ -51,6 +54,8 @@ int main(int argc, char** argv) {
                 .add(std::string_view(peer.address))
                 .add(static_cast<std::uint64_t>(peer.id));
           });
+          table->add(courier::token("WHER"),
+                     [served](net::incoming& call) { call.reply().add(std::string_view(served)); });
           table->add(courier::token("LNGR"), [](net::incoming& call) {
             auto ms = call.read<std::int32_t>();
             if (!ms) return;

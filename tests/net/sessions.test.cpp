@@ -202,6 +202,53 @@ TEST_CASE("each connection gets a session of its own: its state, its peer, its i
   });
 }
 
+TEST_CASE("an endpoint that names a connection already accepted is served, its peer read as its transport's",
+          "[net][sessions]") {
+  courier_test::watchdog wd("accepted connection", 30s);
+  each_transport("sessacc", [](const endpoint& at) {
+    // What a --thread, --fork or --spawn session is given: the acceptor's endpoint, with the
+    // connection it accepted there. The serve call serves that one connection and listens nowhere.
+    auto listening = net::listen(at);
+    REQUIRE(listening);
+    endpoint dial = at;
+    if (at.kind == courier::net::transport_kind::tcp) dial.port = listening->port();
+    courier::system sys;
+    net::node node(sys);
+    net::connection_config no_wait;
+    no_wait.wait_for_handshake = false;  // the server starts serving after the accept below
+    auto client = node.connect(dial, no_wait);
+    REQUIRE(client);
+    auto accepted = listening->accept();
+    for (int i = 0; !accepted && i < 400; ++i) {  // non-blocking: the connect may still be on its way
+      std::this_thread::sleep_for(5ms);
+      accepted = listening->accept();
+    }
+    REQUIRE(accepted);
+    endpoint named = dial;
+    named.descriptor = accepted->release();
+    session_server srv(named);
+
+    auto& parent = *client;
+    auto counted = parent.call_wait(courier::token("CNT_"), {}, 5s);
+    REQUIRE(counted);
+    CHECK(int_of(*counted) == 1);
+    std::lock_guard lock(srv.log.mutex);
+    REQUIRE(srv.log.started.size() == 1);
+    const net::peer_info& p = srv.log.started[0];
+    CHECK(p.transport == at.kind);
+    if (at.kind == courier::net::transport_kind::uds) {
+      REQUIRE(p.credentials);
+      CHECK(p.credentials->pid == ::getpid());
+    } else {
+      CHECK(p.address.rfind("127.0.0.1:", 0) == 0);
+    }
+  });
+  // An endpoint of uds or tcp names no connection unless it has a descriptor.
+  auto none = net::connection_socket(uds_at("sessnone"));
+  REQUIRE_FALSE(none);
+  CHECK(none.err() == courier::errc::invalid_argument);
+}
+
 TEST_CASE("a session pushes to its client, and hears why when the connection ends; its actors stop",
           "[net][sessions]") {
   courier_test::watchdog wd("push and end", 60s);

@@ -31,11 +31,20 @@ struct endpoint {
   std::uint16_t port = 0;
   /// pipe, client side: the server program and its arguments (what follows `@` on the command line).
   std::vector<std::string> command;
-  /// pipe, server side: the descriptor the connection is on. 0, stdin: the socket pair of the
-  /// client that started this program. Another (a --thread session's connection) is taken over
-  /// by the one serve call given this endpoint, which closes it when the connection ends.
-  int descriptor = 0;
+  /// Server side: the one connection to serve, already made, on this descriptor, instead of a
+  /// listener: the connection a --thread, --fork or --spawn session was handed (`kind` says which
+  /// transport accepted it, so its peer is read as that transport's), or a pipe's. 0 is stdin (a
+  /// session's process, the socket pair of a pipe client); another is taken over by the one serve
+  /// call given this endpoint, which closes it when the connection ends. -1: pipe serves stdin,
+  /// uds and tcp listen.
+  int descriptor = -1;
 };
+
+/// Server side: whether `where` names one connection already made (pipe's, or one handed to a
+/// session) rather than a place to listen.
+inline bool names_one_connection(const endpoint& where) noexcept {
+  return where.kind == transport_kind::pipe || where.descriptor >= 0;
+}
 
 /// "pipe @ ./server --x", "uds /tmp/a.sock", "tcp 127.0.0.1:4567", "tcp [::1]:4567".
 std::string to_string(const endpoint& where);

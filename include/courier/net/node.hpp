@@ -158,33 +158,26 @@ class node {
     return {};
   }
 
-  /// Serves `target` at `where` (uds or tcp; for --pipe, serve_stdio): each accepted connection
-  /// gets its own connection actor, which hands calls to `target`.
+  /// Serves `target` at `where`: each connection accepted there (uds, tcp), or the one connection
+  /// `where` names (pipe's stdin, a session's: names_one_connection), gets its own connection
+  /// actor, which hands calls to `target`.
   template <class I>
   courier::result<serving> serve(actor_ref<I> target, const endpoint& where, const connection_config& cfg = {}) {
     return serve_with(std::move(target), nullptr, where, cfg);
   }
 
-  /// Serves dynamic services (services.hpp) at `where`, uds or tcp; serve_on() for pipe too.
+  /// Serves dynamic services (services.hpp) at `where`, as serve(target, where) does.
   courier::result<serving> serve(std::shared_ptr<const service_table> services, const endpoint& where,
                                  const connection_config& cfg = {}) {
     return serve_with(actor_ref<no_interface>{}, std::move(services), where, cfg);
   }
 
-  /// Serves a context actor (serve_locally) at `where`: pipe (on stdin), uds or tcp. Every
+  /// Serves a context actor (serve_locally) at `where`, as serve(target, where) does. Every
   /// connection hands the calls of its parent context to that one actor, whose handlers run in
   /// its own turns, one at a time (state shared by all clients needs no lock); children the
   /// clients open come from `children` (a table whose factory makes them; may be null: none).
   courier::result<serving> serve_on(context_ref context, const endpoint& where, const connection_config& cfg = {},
                                     std::shared_ptr<const service_table> children = nullptr) {
-    if (where.kind == transport_kind::pipe) {
-      auto sock = pipe_server_socket(where);  // non-blocking, close-on-exec
-      if (!sock) return sock.err();
-      core_->system().template spawn<server_connection<no_interface>>(
-          core_, std::move(*sock), actor_ref<no_interface>{}, cfg, core_->make_share(cfg), std::move(children),
-          std::move(context));
-      return serving{"pipe (stdin)", 0};
-    }
     return serve_with(actor_ref<no_interface>{}, std::move(children), where, cfg, std::move(context));
   }
 
@@ -216,11 +209,11 @@ class node {
                                                                      cfg, std::move(share), nullptr, context_ref{},
                                                                      std::move(session));
     };
-    if (where.kind == transport_kind::pipe) {
-      auto sock = pipe_server_socket(where);  // non-blocking, close-on-exec
+    if (names_one_connection(where)) {
+      auto sock = connection_socket(where);  // non-blocking, close-on-exec
       if (!sock) return sock.err();
       start(std::move(*sock), core_->make_share(cfg));
-      return serving{"pipe (stdin)", 0};
+      return served_here(where);
     }
     auto l = net::listen(where);
     if (!l) return l.err();
@@ -234,23 +227,28 @@ class node {
     return s;
   }
 
-  /// Serves dynamic services per `where`: on stdin for pipe, listening otherwise.
+  /// The same as serve(services, where).
   courier::result<serving> serve_on(std::shared_ptr<const service_table> services, const endpoint& where,
                                     const connection_config& cfg = {}) {
-    if (where.kind == transport_kind::pipe) {
-      auto sock = pipe_server_socket(where);  // non-blocking, close-on-exec
-      if (!sock) return sock.err();
-      core_->system().template spawn<server_connection<no_interface>>(
-          core_, std::move(*sock), actor_ref<no_interface>{}, cfg, core_->make_share(cfg), std::move(services));
-      return serving{"pipe (stdin)", 0};
-    }
     return serve(std::move(services), where, cfg);
   }
 
  private:
+  static serving served_here(const endpoint& where) {
+    return serving{where.kind == transport_kind::pipe ? std::string("pipe (stdin)") : to_string(where), 0};
+  }
+
   template <class I>
   courier::result<serving> serve_with(actor_ref<I> target, std::shared_ptr<const service_table> services,
                                       const endpoint& where, const connection_config& cfg, context_ref context = {}) {
+    if (names_one_connection(where)) {
+      auto sock = connection_socket(where);  // non-blocking, close-on-exec
+      if (!sock) return sock.err();
+      core_->system().template spawn<server_connection<I>>(core_, std::move(*sock), std::move(target), cfg,
+                                                           core_->make_share(cfg), std::move(services),
+                                                           std::move(context));
+      return served_here(where);
+    }
     auto l = net::listen(where);
     if (!l) return l.err();
     serving s{l->describe(), l->port()};
@@ -280,13 +278,9 @@ class node {
     return serve_connection(std::move(target), std::move(*sock), cfg);
   }
 
-  /// Serves per `where`: serve_stdio for pipe, serve otherwise.
+  /// The same as serve(target, where).
   template <class I>
   courier::result<serving> serve_on(actor_ref<I> target, const endpoint& where, const connection_config& cfg = {}) {
-    if (where.kind == transport_kind::pipe) {
-      if (auto ok = serve_stdio(std::move(target), cfg); !ok) return ok.err();
-      return serving{"pipe (stdin)", 0};
-    }
     return serve(std::move(target), where, cfg);
   }
 

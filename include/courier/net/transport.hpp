@@ -100,9 +100,9 @@ class listener {
 /// printf goes to stderr instead of corrupting the stream. Call it once, early. Fails (naming the
 /// reason) when fd 0 is not a socket: the program was not started by a pipe client.
 [[nodiscard]] courier::result<socket> pipe_server_socket();
-/// The server side of a pipe endpoint: pipe_server_socket() when where.descriptor is 0 (stdin);
-/// another descriptor (a connection handed to a --thread session) is taken over, made
-/// non-blocking and close-on-exec.
-[[nodiscard]] courier::result<socket> pipe_server_socket(const endpoint& where);
+/// The connection a server endpoint names (names_one_connection): stdin, as pipe_server_socket()
+/// takes it, when where.descriptor is 0 (or -1 for pipe); another descriptor (a connection handed
+/// to a --thread session) is taken over and made non-blocking.
+[[nodiscard]] courier::result<socket> connection_socket(const endpoint& where);
 
 }  // namespace courier::net

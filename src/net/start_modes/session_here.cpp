@@ -33,7 +33,7 @@ ino_t inode_of(int fd) noexcept {
 /// How long a session's thread looks for work before it sleeps in poll.
 constexpr auto spin_before_sleep = std::chrono::microseconds(100);
 
-/// Serves one session's connection (`where`, a pipe endpoint), the server's `session`, on
+/// Serves one session's connection (`where`, which names it: names_one_connection), the server's `session`, on
 /// the calling thread, with a system of its own that has no workers (config::embedded()) and its
 /// node: the session's actors and its connection run here until the connection ends, `stop` is
 /// set, or `stop_signals` (a signalfd, or -1) turns readable; then the node stops within the
@@ -145,7 +145,11 @@ int serve_session_process(const server_program& program, const options& opts, co
   sigaddset(&stop_signals, SIGTERM);
   const int stop_fd = ::signalfd(-1, &stop_signals, SFD_CLOEXEC | SFD_NONBLOCK);
   const session_setup setup{program, opts, serve, log ? log : log_for(opts, program.name), mode, process_budget(opts)};
-  bool served = serve_or_refuse(setup, 0, endpoint{}, session.session, nullptr, stop_fd);
+  // The connection the acceptor accepted (or a pipe client's socket pair), on stdin, named as the
+  // transport that accepted it: its peer is read from it as that transport's.
+  endpoint where = opts.where;
+  where.descriptor = 0;
+  bool served = serve_or_refuse(setup, 0, where, session.session, nullptr, stop_fd);
   // A forked process asks for the next session once its own ended; the acceptor hands it a
   // connection, or closes the socket when enough processes wait already.
   while (served && session.control >= 0) {
@@ -163,7 +167,7 @@ int serve_session_process(const server_program& program, const options& opts, co
     ::close(next);
     if (!moved) break;
     if (::send(session.control, &connection_taken, 1, MSG_NOSIGNAL) != 1) break;  // the acceptor lets go of it
-    served = serve_or_refuse(setup, 0, endpoint{}, session.session, nullptr, stop_fd);
+    served = serve_or_refuse(setup, 0, where, session.session, nullptr, stop_fd);
   }
   if (stop_fd >= 0) ::close(stop_fd);
   return served ? 0 : 1;

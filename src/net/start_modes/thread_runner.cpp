@@ -143,7 +143,7 @@ class thread_runner final : public start_mode_runner {
   }
 
   void run_session(int fd, const session_ticket& session) noexcept {
-    endpoint where;
+    endpoint where = opts_.where;  // the transport that accepted it: its peer is read as that transport's
     where.descriptor = fd;
     const session_setup setup{program_, opts_, serve_, log_, start_mode::thread, memory_};
     (void)serve_or_refuse(setup, fd, where, session, &stopping_, -1);

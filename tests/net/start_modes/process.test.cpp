@@ -60,6 +60,7 @@ TEST_CASE("--fork and --spawn run each session in a process of its own, and one 
 
       // The session is told its peer: the transport and, on uds, this process's credentials.
       check_peer_is_this_process(*a, transport);
+      check_served_the_accepted_connection(*a, server);
 
       // A session that aborts ends its own process and connection only.
       auto crashed = a->call_wait(courier::token("ABRT"), {}, 5s);

@@ -107,6 +107,18 @@ inline void check_peer_is_this_process(const net::context_ref& session, net::tra
     CHECK(address.rfind("127.0.0.1:", 0) == 0);
 }
 
+/// A --thread, --fork or --spawn session's serve callback was given the connection the acceptor
+/// accepted, named as the listener's transport ("uds /tmp/x, the connection on stdin"), not an
+/// endpoint that says pipe.
+inline void check_served_the_accepted_connection(const net::context_ref& session, const started_server& server) {
+  auto where = session.call_wait(courier::token("WHER"), {}, 5s);
+  REQUIRE(where);
+  auto items = where->items();
+  const std::string served(*items.read<std::string_view>());
+  INFO(served);
+  CHECK(served.rfind(net::to_string(server.where) + ", the connection on ", 0) == 0);
+}
+
 /// Opens a session at `server`, asks it `ask` (pid_of, tid_of), and closes it.
 inline std::int64_t one_session(net::node& node, const started_server& server,
                                 std::int64_t (*ask)(const net::context_ref&)) {

@@ -84,6 +84,7 @@ TEST_CASE("--thread runs each session on a thread of its own: a handler that blo
     CHECK(tid_a != tid_b);                 // a thread each,
     CHECK(tid_a != server.process.pid());  // neither the acceptor's
     check_peer_is_this_process(*a, transport);
+    check_served_the_accepted_connection(*a, server);
 
     // a's handler blocks its thread for 0.8 s; b's session, and a new one, answer meanwhile.
     std::atomic<bool> blocked_answered{false};
