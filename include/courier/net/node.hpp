@@ -269,15 +269,6 @@ class node {
   }
 
  public:
-  /// The server side of --pipe: serves `target` on the socket pair the client started this
-  /// process with (fd 0; fd 1 is pointed at stderr so stray output cannot corrupt the stream).
-  template <class I>
-  courier::result<void> serve_stdio(actor_ref<I> target, const connection_config& cfg = {}) {
-    auto sock = pipe_server_socket();
-    if (!sock) return sock.err();
-    return serve_connection(std::move(target), std::move(*sock), cfg);
-  }
-
   /// The same as serve(target, where).
   template <class I>
   courier::result<serving> serve_on(actor_ref<I> target, const endpoint& where, const connection_config& cfg = {}) {
