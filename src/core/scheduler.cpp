@@ -161,16 +161,46 @@ struct spin_budget {
     --skip;
     return false;
   }
-  /// Yields; false (and no more looking for a while) when the yield came back late.
-  bool yield() noexcept {
-    const std::int64_t before = steady_now_ns();
+  /// Yields; false (and no more looking for a while) when the yield came back late. `now` is a
+  /// clock reading taken shortly before (the caller has one: a clock read is not free on every
+  /// host), and is the reading after the yield on return.
+  bool yield(std::int64_t& now) noexcept {
+    const std::int64_t before = now;
     ::sched_yield();
-    if (steady_now_ns() - before <= late_yield_ns) return true;
+    now = steady_now_ns();
+    if (now - before <= late_yield_ns) return true;
     skip = backoff;
     backoff = backoff < 4096 ? backoff * 2 : backoff;
     return false;
   }
   void answered() noexcept { backoff = 16; }  // looking paid: the CPU is not contended now
+
+  // Where the peer shares this CPU, the answer cannot come before this thread gives the CPU up:
+  // the first look after a write always misses, a system call for nothing on every round trip.
+  // After a few waits whose first look missed, the waits yield first; one wait in sixteen looks
+  // first again, to see whether answers now come while this thread runs (a peer on another
+  // CPU, calls in flight), and looking first pays again.
+  static constexpr std::uint32_t misses_before_yielding_first = 4;
+  std::uint32_t first_look_misses = 0;
+  std::uint32_t waits = 0;
+
+  bool yield_first() noexcept { return first_look_misses >= misses_before_yielding_first && (++waits & 15) != 0; }
+  /// What the first look of a wait that looked first found.
+  void first_look(bool found) noexcept {
+    if (found)
+      first_look_misses = 0;
+    else if (first_look_misses < misses_before_yielding_first)
+      ++first_look_misses;
+  }
+
+  // A plain thread that waits on one socket: where the answer was there after every yield lately,
+  // the socket is read after the yield without a look first (one system call fewer per call); a
+  // read that finds nothing sends it back to looking.
+  bool answer_follows_yield = false;
+  void looked_after_yield(bool readable) noexcept { answer_follows_yield = readable; }
+  void read_unlooked(bool answered) noexcept {
+    if (!answered) answer_follows_yield = false;
+  }
 };
 
 thread_local spin_budget this_thread_spin;
@@ -200,12 +230,16 @@ void drive_while_waiting(actor_base* actor, const std::atomic<std::uint32_t>& re
     drive->release(actor);
     if (!actor->release_hold()) schedule(actor);  // pushed to meanwhile: the workers take it from here
   };
+  bool unlooked = false;  // this round's turn read the socket without a look first
   for (;;) {
     hold_on_idle = actor;
     const resume_result r = actor->resume(budget);
     hold_on_idle = nullptr;
     if (r == resume_result::stopped) return;  // its calls failed as it stopped, this one too
-    const bool done = ready.load(std::memory_order_acquire) == 1 || steady_now_ns() >= deadline_ns;
+    const bool answered = ready.load(std::memory_order_acquire) == 1;
+    if (std::exchange(unlooked, false)) this_thread_spin.read_unlooked(answered);
+    std::int64_t now = answered ? 0 : steady_now_ns();
+    const bool done = answered || now >= deadline_ns;
     if (r == resume_result::reschedule) {
       if (!done) continue;
       drive->release(actor);
@@ -227,15 +261,30 @@ void drive_while_waiting(actor_base* actor, const std::atomic<std::uint32_t>& re
     pollfd watch[2] = {{reading, POLLIN, 0}, {signal, POLLIN, 0}};  // poll skips a negative descriptor
     // Looks without sleeping for config::io_spin, yielding the CPU between looks, as a worker
     // does after a write (the answer may be a few microseconds away; a sleep costs a wake-up).
-    const std::int64_t spin_until = this_thread_spin.allowed() ? steady_now_ns() + io_spin_ns(core) : 0;
+    const std::int64_t spin_until = this_thread_spin.allowed() ? now + io_spin_ns(core) : 0;
     int got = 0;
-    for (;;) {
+    const bool yielded_first = spin_until != 0 && this_thread_spin.yield_first() && this_thread_spin.yield(now);
+    if (yielded_first && reading >= 0 && this_thread_spin.answer_follows_yield) {
+      // A push meanwhile needs no look either: the turn runs the mailbox, and the signal stays
+      // readable for the next look.
+      actor->take_hold();
+      drive->readable(actor);
+      unlooked = true;
+      continue;
+    }
+    for (int look = 0;; ++look) {
       got = ::poll(watch, 2, 0);
+      if (look == 0) {
+        if (yielded_first)
+          this_thread_spin.looked_after_yield((watch[0].revents & POLLIN) != 0);
+        else
+          this_thread_spin.first_look(got != 0);
+      }
       if (got != 0) {
         this_thread_spin.answered();
         break;
       }
-      if (steady_now_ns() >= spin_until || !this_thread_spin.yield()) break;
+      if (now >= spin_until || !this_thread_spin.yield(now)) break;
     }
     while (got == 0) {
       const std::int64_t left = deadline_ns - steady_now_ns();
@@ -444,14 +493,18 @@ bool worker::await_answer() {
     std::atomic<int>& spinners;
     ~leave() { spinners.fetch_sub(1, std::memory_order_relaxed); }
   } counted{core->answer_spinners};
-  for (;;) {
-    if (poll_io_now() > 0) {
+  std::int64_t now = steady_now_ns();
+  const bool yielded_first = this_thread_spin.yield_first() && this_thread_spin.yield(now);
+  for (bool first = !yielded_first;; first = false) {
+    const bool found = poll_io_now() > 0;
+    if (first) this_thread_spin.first_look(found);
+    if (found) {
       this_thread_spin.answered();
       return true;
     }
     if (core->has_stealable_work() || next != nullptr) return true;
-    if (steady_now_ns() >= answer_due_until || core->stopping.load(std::memory_order_relaxed)) break;
-    if (!this_thread_spin.yield()) break;
+    if (now >= answer_due_until || core->stopping.load(std::memory_order_relaxed)) break;
+    if (!this_thread_spin.yield(now)) break;
   }
   answer_due_until = 0;
   return false;
