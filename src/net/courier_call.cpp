@@ -463,8 +463,8 @@ struct answer {
 class call_client {
  public:
   call_client(courier::net::connected c, const courier::net::options& opts)
-      : sock_(std::move(c.sock)),
-        child_(std::move(c.child)),
+      : child_(std::move(c.child)),
+        sock_(std::move(c.sock)),
         timeout_(opts.timeout),
         name_(opts.name.empty() ? std::string("courier-call") : opts.name),
         engine_(w::role::initiator, config(opts, name_)) {}
@@ -638,8 +638,10 @@ class call_client {
   }
   bool opened_once() const noexcept { return engine_.agreed().max_frame_size != 0; }
 
-  courier::net::socket sock_;
+  // The child first: members go in reverse, so the socket closes before the child is reaped, and
+  // a pipe server sees its stream end and exits instead of waiting out the grace and a SIGKILL.
   std::optional<courier::net::child_process> child_;
+  courier::net::socket sock_;
   std::chrono::milliseconds timeout_;
   std::string name_;
   w::engine engine_;

@@ -97,6 +97,13 @@ for where in "pipe" "uds" "tcp"; do
   expect_error 5 "no answer within 300 ms" "${pre[@]}" --timeout 0.3 SLOW 3000 1 "${post[@]}"
 done
 
+echo "== a call refused after the connection opened leaves a pipe server to end by itself (not killed)"
+# The server runs under a shell that records how it ended: a server still running when
+# courier-call reaps it is killed with the shell, and nothing is recorded.
+rm -f "$work/pipe-server-ended"
+expect_error 2 "'x' is not of type int32" ADD_ 2 x @ sh -c '"$0"; echo "$?" >"$1"' "$bin/courier-calc-server" "$work/pipe-server-ended"
+[ -s "$work/pipe-server-ended" ] || { echo "FAIL: the pipe server did not end on its own after a refused call"; failures=$((failures + 1)); }
+
 echo "== option errors: the unknown option named first, one line and a pointer to --help"
 expect_error 2 "unknown option or argument: --udss" --udss --file "$work/calc.sock" --list
 for program in "$call" "$bin/courier-calc-server"; do
