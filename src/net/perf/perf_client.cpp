@@ -29,7 +29,7 @@ struct perf_options {
   std::map<std::string_view, bool> chosen;  // by test name
   bool all = false, raw = false, matrix = false, quick = false, raw_echo = false;
   double seconds = 2.0;
-  std::size_t load = 0;
+  std::size_t load = 0, load_rounds = 3;
   std::string json, chart, server, chart_script, compare;
   std::string raw_mode = "pool";
   std::vector<std::string> modes{"pool"}, load_modes{"pool"};
@@ -59,6 +59,11 @@ net::extra_options declare(perf_options& o) {
                    "N client connections from this process (epoll, one thread), each calling one call at a time "
                    "for --sec, against the server on uds and tcp and against a bare epoll echo server in the same "
                    "run; one 'load ...' line each (with --matrix: after the table, and in its JSON)")
+        ->check(net::positive_number())
+        ->type_name("N");
+    app.add_option("--load-rounds", o.load_rounds,
+                   "--load: rounds of --sec each, alternating between the server and the echo server, each "
+                   "round with its clients connected anew (medians; default 3, --quick: 1)")
         ->check(net::positive_number())
         ->type_name("N");
     app.add_option("--load-modes", o.load_modes, "--load: the server's start modes to load (default pool)")
@@ -166,6 +171,7 @@ int main(int argc, char** argv) {
     load.server = o.server;
     load.clients = o.load;
     load.run_for = run_for;
+    load.rounds = o.quick && o.load_rounds == 3 ? 1 : o.load_rounds;
     load.modes = modes_named(o.load_modes);
     load.timeout = opts->timeout;
   }

@@ -335,8 +335,10 @@ int run_matrix(const matrix_options& opts) {
   print_table(opts, results, other ? &*other : nullptr);
   std::vector<load_result> loads;
   if (opts.load) {
-    std::fprintf(stderr, "courier-perf: the load: %zu clients, the server then the raw echo server\n",
-                 opts.load->clients);
+    std::fprintf(
+        stderr,
+        "courier-perf: the load: %zu clients, in rounds alternating between the server and the raw echo server\n",
+        opts.load->clients);
     loads = run_load(*opts.load);
     for (const auto& r : loads)
       for (const auto& why : r.failures) {
