@@ -21,9 +21,13 @@
 ///   watches turns readable for socket readiness too, and every run call (`poll`, `run_one`,
 ///   `run_until_idle`) and the driving thread's waits in `ask` and `inbox::receive` dispatch it
 ///   first. The node starts no thread; connections run on the host's thread.
-/// - **embedded with `config::on_wake`** (no `wake_fd` to join) and **deterministic**: a reactor
-///   thread of the node's own waits on epoll and sends `io_ready`, which wakes the host (or the
-///   test) like any message from another thread.
+/// - **deterministic**: the test's run calls (`run_one`, `run_step`, `run_until_idle`, `poll`) and
+///   its waits in `ask` look at the sockets without waiting, as embedded run calls do; no thread.
+///   A socket is read when the test runs the system, so a conversation over a socket pair replays
+///   the same every time (tests/net/connection_core.test.cpp).
+/// - **embedded with `config::on_wake`** (no `wake_fd` to join): a reactor thread of the node's
+///   own waits on epoll and sends `io_ready`, which wakes the host like any message from another
+///   thread.
 ///
 /// Lifetime: declare the node after the system, so it is destroyed first. Destroying it (or
 /// stop()) stops accepting and closes every connection in order (docs/protocol.md section 11):

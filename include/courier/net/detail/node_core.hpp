@@ -111,7 +111,7 @@ class node_core {
   bool stopped_ = false;
   std::atomic<bool> stopping_{false};
   std::atomic<std::uint64_t> next_session_{0};
-  std::thread thread_;  // only when the system cannot poll (deterministic, or embedded with on_wake)
+  std::thread thread_;  // only when the system cannot poll (embedded with on_wake)
 };
 
 }  // namespace courier::net::detail
