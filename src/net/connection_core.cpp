@@ -64,7 +64,7 @@ connection_core::connection_core(std::shared_ptr<node_core> node, socket sock, s
                                  const connection_config& cfg, std::shared_ptr<handshake_outcome> opened,
                                  std::shared_ptr<const service_table> services)
     : node_(std::move(node)),
-      stream_(std::move(sock), wire::role::initiator, cfg),
+      stream_(std::move(sock), wire::role::initiator, cfg, node_->core()),
       calls_(cfg.max_in_flight),
       router_(std::move(services)),
       child_(std::move(child)),
@@ -80,7 +80,7 @@ connection_core::connection_core(std::shared_ptr<node_core> node, socket sock, c
                                  context_ref context, std::optional<session_start> session)
     : node_(std::move(node)),
       share_(std::move(share)),
-      stream_(std::move(sock), wire::role::acceptor, cfg, share_ ? share_->memory : nullptr),
+      stream_(std::move(sock), wire::role::acceptor, cfg, node_->core(), share_ ? share_->memory : nullptr),
       calls_(cfg.max_in_flight),
       router_(std::move(services)),
       context_(std::move(context)),
@@ -124,7 +124,7 @@ void connection_core::start(const shell_binding& shell) {
     link_->tag = node_->io().registration_tag(stream_.fd());
   watch_child();
   start_session();
-  last_call_ = std::chrono::steady_clock::now();
+  last_call_ = stream_.now();
   read();
 }
 
@@ -186,7 +186,7 @@ void connection_core::on_tick() {
   // judged, so a connection slow to get to its input (a busy worker, a stopped process) does not
   // charge its own delay to the peer (a handshake that came in time, a pong to our ping).
   if (reading() && !stream_.finished()) read();
-  if (idle_due() <= std::chrono::steady_clock::now()) {
+  if (idle_due() <= stream_.now()) {
     idle_ended_ = true;
     stream_.close("idle for " + std::to_string(stream_.config().idle_timeout.count()) + " ms");
   }
@@ -217,7 +217,7 @@ void connection_core::on_child_exited() {
 void connection_core::turn_end() {
   if (call_seen_) {
     call_seen_ = false;
-    if (stream_.config().idle_timeout.count() != 0) last_call_ = std::chrono::steady_clock::now();
+    if (stream_.config().idle_timeout.count() != 0) last_call_ = stream_.now();
   }
   if (stream_.wants_write()) flush();
   if (stream_.finished()) {
@@ -268,7 +268,7 @@ void connection_core::arm_clock() {
   const auto due = std::min(stream_.next_deadline(reading()), idle_due());
   if (due == std::chrono::steady_clock::time_point::max() || due >= clock_due_) return;
   clock_.cancel();
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = stream_.now();
   const auto wait = due <= now ? std::chrono::nanoseconds(0) : std::chrono::ceil<std::chrono::nanoseconds>(due - now);
   clock_ = courier::detail::send_after(shell_.actor, shell_.connection_tick, connection_tick{}, wait);
   clock_due_ = due;

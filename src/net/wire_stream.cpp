@@ -42,12 +42,14 @@ wire::engine_config engine_config_of(const connection_config& cfg) {
 }  // namespace
 
 wire_stream::wire_stream(socket sock, wire::role role, const connection_config& cfg,
-                         std::shared_ptr<receive_memory> memory)
+                         courier::detail::system_core* clock, std::shared_ptr<receive_memory> memory)
     : sock_(std::move(sock)),
       cfg_(cfg),
       engine_(role, engine_config_of(cfg_)),
       memory_(std::move(memory)),
-      send_limits_(cfg_.limits) {
+      send_limits_(cfg_.limits),
+      clock_(clock),
+      virtual_clock_(clock != nullptr && courier::detail::uses_virtual_clock(clock)) {
   if (cfg_.socket_buffer_size != 0 && sock_) {
     if (auto ok = set_buffer_size(sock_, cfg_.socket_buffer_size); !ok) finish(ok.err());
   }
@@ -61,19 +63,19 @@ wire_stream::~wire_stream() {
 }
 
 void wire_stream::start() {
-  engine_.start(out_);
+  engine_.start(out_, now());
   after_engine_step();
 }
 
 void wire_stream::close(std::string_view reason) {
   if (finished_) return;
-  engine_.close(out_, reason);
+  engine_.close(out_, reason, now());
   after_engine_step();
 }
 
 void wire_stream::tick(bool reading) {
   if (finished_) return;
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = this->now();
   // Before the peer is judged, what was due from us is done: output the peer may have made room for
   // while we were not running is written (a stall of ours is not the peer's failure to read).
   if (now >= output_deadline()) flush();
@@ -333,7 +335,7 @@ bool wire_stream::flush() {
     const iovec piece{out_.data() + written_, out_.size() - written_};
     const io_result r = write_some(sock_, {&piece, 1});
     if (r.status == io_result::would_block) {  // the reactor reports writability
-      if (blocked_since_ == std::chrono::steady_clock::time_point{}) blocked_since_ = std::chrono::steady_clock::now();
+      if (blocked_since_ == std::chrono::steady_clock::time_point{}) blocked_since_ = now();
       compact();
       return true;
     }
@@ -373,7 +375,7 @@ void wire_stream::read_refusal() {
   std::byte first[wire::max_first_frame_size];
   const io_result r = read_some(sock_, first);
   if (r.status != io_result::ok) return;
-  engine_.feed({first, r.bytes}, out_, ignore, std::chrono::steady_clock::now());
+  engine_.feed({first, r.bytes}, out_, ignore, now());
   out_.clear();  // nothing can be written any more
   after_engine_step();
 }

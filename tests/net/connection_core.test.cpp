@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <array>
@@ -87,10 +88,10 @@ class peer {
     }
     return all;
   }
-  /// Whether the connection has closed its end (a read finds the end of the stream).
+  /// Whether the connection has closed its end and everything it wrote was read (a look, not a read).
   bool ended() {
     std::byte b{};
-    return ::read(sock_.fd(), &b, 1) == 0;
+    return ::recv(sock_.fd(), &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
   }
   void close() { sock_ = net::socket(); }
 
@@ -265,4 +266,126 @@ call token="ADD_" txn=2 ctx=0
   settle(sys);
   REQUIRE(failed);
   CHECK(failed->code == errc::connection_lost);
+}
+
+// The connection's clock is its system's: on a deterministic system, the test moves time and the
+// protocol's time-outs come due with it, to the nanosecond, whatever the machine's speed.
+TEST_CASE("served: a silent peer is pinged after ping_interval, and ended as dead after the intervals",
+          "[net][connection_core]") {
+  courier_test::watchdog wd("connection core: keepalive", 30s);
+  courier::system sys{courier::config::deterministic()};
+  net::node node{sys};
+  auto [ours, theirs] = *net::socket_pair();
+  net::connection_config cfg;
+  cfg.ping_interval = 1000ms;
+  cfg.dead_after_intervals = 3;
+  REQUIRE(node.serve_connection(greeter(), std::move(ours), cfg));
+  peer client(std::move(theirs), wire::role::initiator);
+  client.open(sys);
+
+  sys.advance_time(999ms);
+  settle(sys);
+  CHECK(client.read().empty());  // not silent for long enough yet
+  sys.advance_time(1ms);
+  settle(sys);
+  const std::string ping = client.read();
+  CHECK(ping.rfind("ping ", 0) == 0);
+  CHECK_FALSE(client.ended());
+
+  // Time moves in steps no longer than the connection's next deadline: a jump past it is a stall
+  // of ours, and a ping sent late gives the peer its whole interval from when it went out.
+  sys.advance_time(1000ms);
+  settle(sys);
+  CHECK(client.read().rfind("ping ", 0) == 0);  // the second, unanswered too
+  sys.advance_time(999ms);                      // 2,999 ms of silence
+  settle(sys);
+  CHECK_FALSE(client.ended());
+  CHECK(node.connections() == 1);
+  sys.advance_time(1ms);  // three intervals: dead
+  settle(sys);
+  CHECK(client.read().empty());  // ended without a word: the peer is not listening
+  CHECK(client.ended());
+  CHECK(node.connections() == 0);
+}
+
+TEST_CASE("served: a peer that answers each ping stays, however long it is otherwise silent",
+          "[net][connection_core]") {
+  courier_test::watchdog wd("connection core: keepalive answered", 30s);
+  courier::system sys{courier::config::deterministic()};
+  net::node node{sys};
+  auto [ours, theirs] = *net::socket_pair();
+  net::connection_config cfg;
+  cfg.ping_interval = 1000ms;
+  cfg.dead_after_intervals = 3;
+  REQUIRE(node.serve_connection(greeter(), std::move(ours), cfg));
+  peer client(std::move(theirs), wire::role::initiator);
+  client.open(sys);
+  for (int i = 1; i <= 10; ++i) {
+    sys.advance_time(1000ms);
+    settle(sys);
+    const std::string ping = client.read();
+    INFO("ping " << i << ": " << ping);
+    REQUIRE(ping == "ping token=\"\\x00\\x00\\x00\\x00\" txn=" + std::to_string(i) + " ctx=0\n");
+    client.write("pong token=\"\\x00\\x00\\x00\\x00\" txn=" + std::to_string(i) + " ctx=0\n");
+    settle(sys);
+  }
+  CHECK_FALSE(client.ended());
+  CHECK(node.connections() == 1);
+  client.close();
+  settle(sys);
+}
+
+TEST_CASE("served: a peer that never sends its handshake is ended at handshake_timeout", "[net][connection_core]") {
+  courier_test::watchdog wd("connection core: handshake time-out", 30s);
+  courier::system sys{courier::config::deterministic()};
+  net::node node{sys};
+  auto [ours, theirs] = *net::socket_pair();
+  net::connection_config cfg;
+  cfg.handshake_timeout = 500ms;
+  REQUIRE(node.serve_connection(greeter(), std::move(ours), cfg));
+  peer client(std::move(theirs), wire::role::initiator);
+  settle(sys);
+  CHECK(client.read().rfind("handshake ", 0) == 0);  // ours goes first, at once
+  sys.advance_time(499ms);
+  settle(sys);
+  CHECK(client.read().empty());
+  CHECK_FALSE(client.ended());
+  sys.advance_time(1ms);
+  settle(sys);
+  const std::string refused = client.read();
+  CHECK(refused.rfind("error ", 0) == 0);
+  CHECK(refused.find("uint32 22\n") != std::string::npos);  // bad_handshake
+  CHECK(client.ended());
+}
+
+TEST_CASE("served: a session idle for idle_timeout is closed in order, and a call restarts the count",
+          "[net][connection_core]") {
+  courier_test::watchdog wd("connection core: idle time-out", 30s);
+  courier::system sys{courier::config::deterministic()};
+  net::node node{sys};
+  auto [ours, theirs] = *net::socket_pair();
+  net::connection_config cfg;
+  cfg.idle_timeout = 2000ms;
+  cfg.ping_interval = 0ms;
+  REQUIRE(node.serve_connection(greeter(), std::move(ours), cfg));
+  peer client(std::move(theirs), wire::role::initiator);
+  client.open(sys);
+
+  sys.advance_time(1500ms);
+  settle(sys);
+  client.write(R"(call token="HELO" txn=1 ctx=0
+  string "ann"
+)");
+  settle(sys);
+  CHECK(client.read() == R"(reply token="HELO" txn=1 ctx=0
+  string "hello ann"
+)");
+  sys.advance_time(1999ms);  // 3,499 ms since the start, 1,999 since the call
+  settle(sys);
+  CHECK(client.read().empty());
+  sys.advance_time(1ms);
+  settle(sys);
+  const std::string closing = client.read();
+  CHECK(closing.rfind("close ", 0) == 0);
+  CHECK(closing.find("idle for 2000 ms") != std::string::npos);
 }

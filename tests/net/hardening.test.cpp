@@ -688,7 +688,7 @@ TEST_CASE("socket_buffer_size sets the connection's socket buffers", "[net][hard
   REQUIRE(::getsockopt(pair->first.fd(), SOL_SOCKET, SO_RCVBUF, &before, &size) == 0);
   courier::net::connection_config cfg;
   cfg.socket_buffer_size = before == 8192 ? 16384 : 8192;
-  courier::net::detail::wire_stream c(std::move(pair->first), wire::role::initiator, cfg);
+  courier::net::detail::wire_stream c(std::move(pair->first), wire::role::initiator, cfg, nullptr);
   int after = 0;
   REQUIRE(::getsockopt(c.fd(), SOL_SOCKET, SO_RCVBUF, &after, &size) == 0);
   // Linux doubles the value asked for (bookkeeping overhead).

@@ -40,6 +40,7 @@ class node_core {
   ~node_core();
 
   courier::system& system() noexcept { return sys_; }
+  courier::detail::system_core* core() const noexcept { return core_; }
   net::detail::reactor& io() noexcept { return reactor_; }
 
   /// A connection actor started (counted, and closed at stop through `close`, which queues it a

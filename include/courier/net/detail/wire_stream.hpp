@@ -29,6 +29,7 @@
 #include <string_view>
 #include <vector>
 
+#include "courier/detail/runtime.hpp"
 #include "courier/error.hpp"
 #include "courier/net/connection_config.hpp"
 #include "courier/net/socket.hpp"
@@ -59,8 +60,9 @@ struct withdrawn_frame {
 
 class wire_stream {
  public:
-  /// `memory`, if given, is the budget this connection's receive blocks count against.
-  wire_stream(socket sock, wire::role role, const connection_config& cfg,
+  /// `memory`, if given, is the budget this connection's receive blocks count against. `clock`
+  /// is the system whose timers the connection's clock follows (see now(); null: the steady clock).
+  wire_stream(socket sock, wire::role role, const connection_config& cfg, courier::detail::system_core* clock,
               std::shared_ptr<receive_memory> memory = nullptr);
   wire_stream(const wire_stream&) = delete;
   wire_stream& operator=(const wire_stream&) = delete;
@@ -151,6 +153,13 @@ class wire_stream {
   const connection_config& config() const noexcept { return cfg_; }
   int fd() const noexcept { return sock_.fd(); }
   std::chrono::steady_clock::time_point started() const noexcept { return started_; }
+  /// The connection's clock: its system's timers' (a deterministic system's virtual clock, where
+  /// the test moves time and the protocol's time-outs come due with the timers that check them),
+  /// else the steady clock itself, read with no call in between.
+  std::chrono::steady_clock::time_point now() const noexcept {
+    if (!virtual_clock_) return std::chrono::steady_clock::now();
+    return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(courier::detail::timer_now_ns(clock_)));
+  }
 
  private:
   void after_engine_step();
@@ -201,7 +210,9 @@ class wire_stream {
   bool finished_ = false;
   courier::error why_;
   std::string peer_address_;  // for the log, made when first written
-  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  courier::detail::system_core* clock_;
+  bool virtual_clock_;
+  std::chrono::steady_clock::time_point started_ = now();
 };
 
 template <class Handler>
@@ -226,8 +237,7 @@ bool wire_stream::receive(Handler& handler, std::size_t max_bytes) {
     if (r.status == io_result::would_block) return false;
     if (r.status == io_result::eof) {
       // A partial frame left over goes to the engine, which reports it as truncated.
-      if (begin_ != end_)
-        engine_.feed({cur_->data() + begin_, end_ - begin_}, out_, handler, std::chrono::steady_clock::now());
+      if (begin_ != end_) engine_.feed({cur_->data() + begin_, end_ - begin_}, out_, handler, now());
       begin_ = end_;
       engine_.on_eof();
       after_engine_step();
@@ -243,7 +253,7 @@ bool wire_stream::receive(Handler& handler, std::size_t max_bytes) {
     taken += r.bytes;
     end_ += r.bytes;
     // Every byte shows the peer alive, a frame still arriving too (docs/protocol.md section 12).
-    arrived_ = std::chrono::steady_clock::now();
+    arrived_ = now();
     engine_.note_received(arrived_);
     deliver(handler);
     // A stream socket's read comes back short only when it took everything there was, and each
