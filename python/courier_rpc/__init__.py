@@ -1,6 +1,19 @@
-"""courier_rpc: the Courier wire protocol (docs/protocol.md) in Python, standard library only."""
+"""courier_rpc: call Courier servers from Python (docs/protocol.md), standard library only.
 
+    import courier_rpc
+    with courier_rpc.connect("@", "courier-calc-server") as conn:
+        print(conn.ADD_(2, 3))                # 5: typed from the server's reflected signature
+        print(conn.call("ADD_", courier_rpc.Int32(2), courier_rpc.Int32(3)))   # [5]
+"""
+
+from .client import Bound, Connection, Context, connect
+from .core import CourierError, Services
+from .signature import ArgumentError, Signature
 from .wire import (Float32, Float64, Int8, Int16, Int32, Int64, ProtocolError, UInt8, UInt16, UInt32,
                    UInt64, error_name)
 
 __version__ = "0.1.0"
+
+__all__ = ["ArgumentError", "Bound", "Connection", "Context", "CourierError", "Float32", "Float64", "Int8",
+           "Int16", "Int32", "Int64", "ProtocolError", "Services", "Signature", "UInt8", "UInt16", "UInt32",
+           "UInt64", "connect", "error_name"]

@@ -72,7 +72,7 @@ class Session:
     """One end of a connection. Feed it bytes (`receive`), time (`tick`, in milliseconds on the
     owner's clock), end of stream (`eof`) and owner actions (`close`, `send_call`, `answer`,
     `open_context`, `close_context`); it appends the frames it writes to `self.written` and what its
-    owner must act on to `self.events` (Event). `accept_child(kind, name)` decides a child the peer
+    owner must act on to `self.events` (Event). `accept_child(id, kind, name)` decides a child the peer
     opens that passed every check: None accepts it, a (code, text) pair refuses it."""
 
     def __init__(self, role, name="engine", max_frame=DEFAULT_MAX_FRAME, max_items=DEFAULT_MAX_ITEMS,
@@ -156,7 +156,7 @@ class Session:
         self._send_close(reason)
         self._maybe_closed()
 
-    def _accept_unless_refused(self, kind, name):
+    def _accept_unless_refused(self, cid, kind, name):
         if kind in self.refused_kinds:
             return (NO_SUCH_SERVICE, "no child service %s" % kind_text(kind))
         return None
@@ -258,8 +258,10 @@ class Session:
             if self.now - self.close_sent_at >= self.close_timeout:
                 self._fail(CONNECTION_LOST, "close timed out")
             return
+        if not self.ping_interval:
+            return  # keepalive disabled (section 13)
         due = self._next_ping_due()
-        if self.ping_interval and self.unanswered < 2 and self.now >= due:
+        if self.unanswered < 2 and self.now >= due:
             self.written.append(frame(PING, txn=self.next_ping_id))
             self.next_ping_id += 1
             self.last_ping = self.now
@@ -440,7 +442,7 @@ class Session:
         else:
             # the owner decides whether it serves this kind of child
             self.events.append(Event("context_open", txn, cid, token, name=name))
-            refused = self.accept_child(token, name)
+            refused = self.accept_child(cid, token, name)
             if refused is not None:
                 refuse(*refused)
                 return

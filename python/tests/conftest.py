@@ -1,8 +1,106 @@
+import faulthandler
 import os
+import re
+import select
+import shutil
+import subprocess
 import sys
+import tempfile
+import time
+
+import pytest
 
 # The tests run against the package in this tree, installed or not.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 VECTORS = os.path.join(REPO, "tests", "vectors")
+BIN_DIR = os.environ.get("COURIER_BIN_DIR")
+WATCHDOG_S = 30  # no single test may hang the run: past this, every thread's stack is printed and it exits
+
+
+@pytest.fixture(autouse=True)
+def watchdog():
+    faulthandler.dump_traceback_later(WATCHDOG_S, exit=True)
+    yield
+    faulthandler.cancel_dump_traceback_later()
+
+
+def program(name):
+    """A Courier program of the build COURIER_BIN_DIR names (its top, or the folder of the programs)."""
+    if not BIN_DIR:
+        pytest.skip("COURIER_BIN_DIR is not set: point it at a Courier build (with the examples and courier-call)")
+    for sub in ("", "examples", os.path.join("src", "net")):
+        path = os.path.join(BIN_DIR, sub, name)
+        if os.access(path, os.X_OK):
+            return path
+    pytest.skip("%s is not in the build at COURIER_BIN_DIR=%s" % (name, BIN_DIR))
+
+
+class Server:
+    """An example server serving uds or tcp for one test; stopped (and its socket file removed)
+    when the test ends."""
+
+    def __init__(self, name, transport, extra=()):
+        self.dir = tempfile.mkdtemp(prefix="courier-py-")
+        self.path = program(name)
+        args = [self.path]
+        if transport == "uds":
+            self.file = os.path.join(self.dir, "s.sock")
+            args += ["--uds", "--file", self.file]
+        else:
+            args += ["--tcp", "--port", "0"]
+        self.proc = subprocess.Popen(args + list(extra), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE)
+        # The server names where it serves on stderr once it listens: "serving on tcp 127.0.0.1:PORT".
+        deadline = time.monotonic() + 10
+        line = b""
+        while b"\n" not in line:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.proc.stderr], [], [], left)[0]:
+                self.stop()
+                raise RuntimeError("%s did not say where it serves within 10 s" % name)
+            chunk = os.read(self.proc.stderr.fileno(), 1)
+            if not chunk:
+                self.stop()
+                raise RuntimeError("%s exited: %s" % (name, line))
+            line += chunk
+        m = re.search(rb"serving on tcp [^ ]*:(\d+)", line)
+        self.port = int(m.group(1)) if m else None
+        self.transport = transport
+
+    def endpoint(self):
+        return {"uds": self.file} if self.transport == "uds" else {"port": self.port}
+
+    def cli_args(self):
+        return ["--uds", "--file", self.file] if self.transport == "uds" else ["--tcp", "--port", str(self.port)]
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc.stderr.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def serve():
+    """serve(name, transport, extra) -> (connect kwargs, CLI transport args): a pipe endpoint
+    starts the server itself; uds and tcp start one for the test."""
+    started = []
+
+    def start(name, transport, extra=()):
+        if transport == "pipe":
+            path = program(name)
+            return {"pipe": [path] + list(extra)}, ["@", path] + list(extra)
+        s = Server(name, transport, extra)
+        started.append(s)
+        return s.endpoint(), s.cli_args()
+
+    yield start
+    for s in started:
+        s.stop()

@@ -1,0 +1,389 @@
+"""The blocking client: one connection, safe to share between threads.
+
+A reader thread owns the socket's receiving side: it answers the peer's pings (so an idle
+connection stays alive), runs the timers of the protocol (handshake, keepalive, close), completes
+the calls waiting for their answers and hands the peer's calls of the services this client serves
+to a worker thread, which runs them one at a time in arrival order (section 5's order of running)
+without stopping the reader.
+"""
+
+import asyncio
+import queue
+import select
+import socket
+import threading
+
+from .core import CourierError, Core
+from .signature import Signature
+from .transport import endpoint_from, open_socket
+from .wire import CONNECTION_LOST, REFLECTION_TOKEN, REQUEST_TIMEOUT, ZERO_TOKEN, PROTOCOL_ERROR, as_token, to_python
+
+TICK = 0.05  # the timers' granularity (section 12 allows 100 ms late, never early)
+
+
+class _Waiter:
+    __slots__ = ("event", "value", "exc")
+
+    def __init__(self):
+        self.event = threading.Event()
+        self.value = self.exc = None
+
+    def complete(self, value, exc):
+        self.value, self.exc = value, exc
+        self.event.set()
+
+
+def parse_services(items):
+    """A $SVC reply's values (section 15) to {token: Signature}, in the server's order."""
+    out = {}
+    for entry in items:
+        if (not isinstance(entry, list) or len(entry) < 5 or not isinstance(entry[0], str)
+                or not isinstance(entry[1], int) or not all(isinstance(x, str) for x in entry[2:5])):
+            raise CourierError(PROTOCOL_ERROR, "a malformed service list: %r" % (entry,))
+        try:
+            out[entry[0]] = Signature(entry[0], entry[1], entry[2], entry[3], entry[4])
+        except ValueError as e:
+            raise CourierError(PROTOCOL_ERROR, "service %s: %s" % (entry[0], e))
+    return out
+
+
+class Bound:
+    """A service called by its reflected signature: `conn.ADD_(2, 3)`; `.send(...)` sends one-way."""
+
+    def __init__(self, caller, signature):
+        self._caller, self.signature = caller, signature
+
+    def __call__(self, *args, timeout=None):
+        body = bytearray()
+        self.signature.encode(args, body)  # ArgumentError here: nothing was sent
+        return self._caller._roundtrip(as_token(self.signature.token), body, timeout, self.signature.read_result)
+
+    def send(self, *args):
+        body = bytearray()
+        self.signature.encode(args, body)
+        self._caller._send(as_token(self.signature.token), body)
+
+    def __repr__(self):
+        return "<service %s>" % self.signature
+
+
+class _Caller:
+    """Calls in one context: the connection's parent context (Connection) or a child (Context)."""
+
+    _ctx = 0
+
+    def call(self, token, *items, timeout=None):
+        """Calls `token` with `items` (Python values: int is int64, float float64, or the width
+        classes Int32(...), UInt8(...), Float32(...)...) and returns the reply's items as a list.
+        Raises CourierError: the ERROR the server answered, 259 when no answer came within
+        `timeout` seconds (default: the connection's), 272 when the connection ended."""
+        return self._roundtrip(as_token(token), self._conn._core_encode(items), timeout, to_python)
+
+    def send(self, token, *items):
+        """Sends one-way (no answer: a failure of the service is not reported)."""
+        self._send(as_token(token), self._conn._core_encode(items))
+
+    def services(self, refresh=False, timeout=None):
+        """What the peer serves in this context, from reflection ($SVC): {token: Signature}."""
+        if self._services is None or refresh:
+            self._services = parse_services(self._roundtrip(REFLECTION_TOKEN, b"", timeout, to_python))
+        return self._services
+
+    def service(self, token):
+        """The service `token` called by its signature (for tokens that are not attribute names)."""
+        sig = self.services().get(token)
+        if sig is None:
+            raise KeyError("the peer serves no %s here (it serves %s)" % (token, ", ".join(self.services()) or "nothing"))
+        return Bound(self, sig)
+
+    def __getattr__(self, name):
+        if len(name) != 4 or name.startswith("__"):
+            raise AttributeError(name)
+        sig = self.services().get(name)
+        if sig is None:
+            raise AttributeError("the peer serves no %s here (it serves %s)" % (name, ", ".join(self.services()) or "nothing"))
+        return Bound(self, sig)
+
+    def _roundtrip(self, token, body, timeout, read):
+        return self._conn._exchange(token, body, self._ctx, timeout, read)
+
+    def _send(self, token, body):
+        self._conn._send_frame(token, body, self._ctx)
+
+
+class Context(_Caller):
+    """A child context (docs/protocol.md section 6): calls in it are served by what the peer made
+    for it. Close it with close() or a with block; it ends with the connection anyway."""
+
+    def __init__(self, conn, cid, name):
+        self._conn, self._ctx, self.name = conn, cid, name
+        self._services = None
+
+    @property
+    def id(self):
+        return self._ctx
+
+    def close(self, timeout=None):
+        """Closes the child in order: returns once the peer answered every call made in it."""
+        self._conn._close_context(self._ctx, timeout)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self._conn._core.session.usable(self._ctx):
+            self.close()
+
+
+class Connection(_Caller):
+    """A client connection. Use connect() to make one."""
+
+    def __init__(self, endpoint, name="courier-rpc", timeout=10.0, keepalive=10.0, services=None,
+                 child_services=None, max_children=0, max_frame=None):
+        self._conn = self
+        self._services = None
+        self.endpoint = endpoint
+        self.timeout = timeout
+        self._core = Core("initiator", name, services, child_services, max_children, ping_interval=keepalive,
+                          handshake_timeout=timeout, close_timeout=timeout, max_frame=max_frame)
+        self._lock = threading.Lock()
+        self._ended = threading.Event()
+        self._opened = threading.Event()
+        self._work = None
+        self._sock, self._child = open_socket(endpoint, timeout)
+        # Writes block at most `timeout`: a peer that stops reading cannot stop this end forever.
+        self._sock.settimeout(timeout)
+        with self._lock:
+            self._core.start()
+            self._flush()
+        self._reader = threading.Thread(target=self._read_loop, name="courier-rpc reader", daemon=True)
+        self._reader.start()
+        self._opened.wait(timeout + 1.0)
+        if self._core.state != "open" and not (self._core.state == "closing"):
+            err = self._core.handshake_failure() if self._core.ended else CourierError(
+                CONNECTION_LOST, "no handshake within %g s" % timeout)
+            self._shutdown()
+            raise CourierError(err.code, self._with_exit_status(err.text))
+
+    # -- the public rest ------------------------------------------------------------------------------
+    @property
+    def state(self):
+        """handshaking, open, closing (a close was sent), closed or failed (docs/protocol.md section 11)."""
+        return self._core.state
+
+    @property
+    def peer_limits(self):
+        s = self._core.session
+        return {"max_frame": s.agreed_max_frame_size, "max_items": s.agreed_max_items,
+                "max_depth": s.agreed_max_depth, "max_child_contexts": s.agreed_max_child_contexts}
+
+    def open_context(self, name="", kind=None, services=None, timeout=None):
+        """Opens a child context and waits for the peer's answer; `kind` names the kind of child
+        (a token; None for the default), `services` what this end serves in it (a Services)."""
+        w = _Waiter()
+        with self._lock:
+            cid = self._core.open_context(as_token(kind) if kind else ZERO_TOKEN, name, services, w.complete)
+            self._flush()
+        self._wait(w, timeout, "the answer to context_open")
+        return Context(self, cid, name)
+
+    def close(self, timeout=None):
+        """Orderly close (section 11): waits until every call in flight was answered both ways and
+        the peer closed too (or `timeout`), then closes the transport and reaps a pipe server."""
+        with self._lock:
+            if self._core.state == "open":
+                self._core.close("done")
+                self._flush()
+        self._ended.wait(self.timeout if timeout is None else timeout)
+        self._shutdown()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            if not self._ended.is_set():
+                self._shutdown()
+        except Exception:
+            pass
+
+    # -- inside ---------------------------------------------------------------------------------------
+    def _core_encode(self, items):
+        return self._core.encode(items)
+
+    def _exchange(self, token, body, ctx, timeout, read):
+        w = _Waiter()
+        try:
+            with self._lock:
+                txn = self._core.call(token, body, ctx, w.complete, read)
+                self._flush()
+        except CourierError as e:
+            raise self._lost(e)
+        return self._wait(w, timeout, "answer", txn)
+
+    def _lost(self, e):
+        """A pipe server's exit status goes into the text of a connection that ended (section 11)."""
+        if e.code == CONNECTION_LOST and self._child is not None and "server process" not in e.text:
+            e.text = self._with_exit_status(e.text)
+            e.args = (str(CourierError(e.code, e.text, e.token)),)
+        return e
+
+    def _wait(self, w, timeout, what, txn=None):
+        t = self.timeout if timeout is None else timeout
+        if not w.event.wait(t):
+            with self._lock:
+                if txn is not None:
+                    self._core.give_up(txn)
+            if not w.event.is_set():
+                raise CourierError(REQUEST_TIMEOUT, "no %s within %g s" % (what, t))
+        if w.exc is not None:
+            raise self._lost(w.exc)
+        return w.value
+
+    def _send_frame(self, token, body, ctx):
+        with self._lock:
+            self._core.send(token, body, ctx)
+            self._flush()
+
+    def _close_context(self, cid, timeout):
+        w = _Waiter()
+        with self._lock:
+            self._core.close_context(cid, w.complete)
+            self._flush()
+        try:
+            self._wait(w, timeout, "the answer to context_close")
+        except CourierError as e:
+            if e.code != 258:  # the peer had ended it already: closed all the same
+                raise
+
+    def _flush(self):
+        """Writes what the session queued (the caller holds the lock)."""
+        data = self._core.output()
+        if not data or self._sock is None:
+            return
+        try:
+            self._sock.sendall(data)
+        except OSError as e:
+            why = "the peer does not read (no write within %g s)" % self.timeout if isinstance(e, socket.timeout) \
+                else "the connection broke while writing: %s" % e
+            self._core.session._fail(CONNECTION_LOST, why)
+            self._dispatch(self._core.tick())
+
+    def _read_loop(self):
+        try:
+            self._read_until_ended()
+        except BaseException as e:  # a bug here must not leave callers waiting: the connection fails
+            with self._lock:
+                if not self._core.ended:
+                    self._core.session._fail(CONNECTION_LOST, "the reader failed: %r" % e)
+                    self._core.tick()
+            raise
+        finally:
+            self._opened.set()
+            with self._lock:
+                if self._sock is not None:
+                    self._sock.close()
+                    self._sock = None
+            if self._work is not None:
+                self._work.put(None)
+            self._ended.set()
+
+    def _read_until_ended(self):
+        sock = self._sock
+        while True:
+            try:
+                readable = select.select([sock], [], [], TICK)[0]
+            except (OSError, ValueError):
+                readable = []
+                with self._lock:
+                    if not self._core.ended:
+                        self._core.session._fail(CONNECTION_LOST, "the socket was closed")
+            with self._lock:
+                if readable:
+                    try:
+                        data = sock.recv(262144)
+                    except (BlockingIOError, socket.timeout):
+                        continue
+                    except OSError:
+                        data = b""
+                    incoming = self._core.feed(data) if data else self._core.eof()
+                else:
+                    incoming = self._core.tick()
+                self._flush()
+                if self._core.state != "handshaking":
+                    self._opened.set()
+                ended = self._core.ended
+            self._dispatch(incoming)
+            if ended:
+                return  # the close is complete, or the connection failed: the transport closes now (section 11)
+
+    def _dispatch(self, incoming):
+        if not incoming:
+            return
+        if self._work is None:
+            self._work = queue.Queue()
+            threading.Thread(target=self._serve_loop, name="courier-rpc services", daemon=True).start()
+        for inc in incoming:
+            self._work.put(inc)
+
+    def _serve_loop(self):
+        while True:
+            inc = self._work.get()
+            if inc is None:
+                return
+            try:
+                result = inc.service.fn(*inc.args)
+                if inc.service.is_async:
+                    result = asyncio.run(result)
+            except Exception as e:  # the handler's failure is the caller's ERROR 257 (or its CourierError)
+                with self._lock:
+                    inc.failed(e)
+                    self._flush()
+                continue
+            with self._lock:
+                inc.done(result)
+                self._flush()
+
+    def _shutdown(self):
+        with self._lock:
+            if self._sock is not None:
+                try:
+                    self._sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+        if threading.current_thread() is not self._reader and self._reader.is_alive():
+            self._reader.join(2.0)
+        with self._lock:
+            if self._sock is not None:
+                self._sock.close()
+                self._sock = None
+        if self._child is not None:
+            self._child.reap()
+
+    def _with_exit_status(self, text):
+        if self._child is None:
+            return text
+        status = self._child.describe(0.2)
+        return text + ("; server process " + status if status else "")
+
+
+def connect(*target, uds=None, tcp=None, host=None, port=None, pipe=None, name="courier-rpc", timeout=10.0,
+            keepalive=10.0, services=None, child_services=None, max_children=0, max_frame=None):
+    """Connects to a Courier server and completes the handshake.
+
+        connect("@", "courier-calc-server")          pipe: starts the server on a socket pair
+        connect(uds="/tmp/calc.sock")                 a Unix socket
+        connect(tcp=("127.0.0.1", 4567)), connect(port=4567)
+
+    `timeout` (seconds) bounds the connect, the handshake, each call (unless the call names its
+    own), each write and the close. `keepalive` is the ping interval (0: no pings). `services`
+    (a Services) is what this client serves to the server in the parent context; `child_services`
+    (kind, name) -> Services or None, with `max_children`, lets the server open child contexts here.
+    Raises OSError when the server cannot be reached and CourierError when the handshake fails
+    or the server refuses the connection."""
+    ep = endpoint_from(target, uds, tcp, host, port, pipe)
+    return Connection(ep, name=name, timeout=timeout, keepalive=keepalive, services=services,
+                      child_services=child_services, max_children=max_children, max_frame=max_frame)
