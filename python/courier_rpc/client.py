@@ -160,10 +160,13 @@ class Connection(_Caller):
         self._reader.start()
         self._opened.wait(timeout + 1.0)
         if self._core.state != "open" and not (self._core.state == "closing"):
-            err = self._core.handshake_failure() if self._core.ended else CourierError(
-                CONNECTION_LOST, "no handshake within %g s" % timeout)
+            if self._core.ended and not self._core.session.timed_out:
+                err = self._core.handshake_failure()
+            else:
+                err = CourierError(REQUEST_TIMEOUT, "no handshake within %g s" % timeout)
+            text = self._with_exit_status(err.text)  # before the shutdown stops the server
             self._shutdown()
-            raise CourierError(err.code, self._with_exit_status(err.text))
+            raise CourierError(err.code, text)
 
     # -- the public rest ------------------------------------------------------------------------------
     @property

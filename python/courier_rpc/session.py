@@ -103,6 +103,7 @@ class Session:
         self.peer_closing = False
         self.failure = 0
         self.failure_text = ""
+        self.timed_out = False  # the failure was one of section 13's time-outs
         self.version = 1
         self.agreed_max_frame_size = 0
         self.agreed_max_items = 0
@@ -241,6 +242,7 @@ class Session:
         self.now = ms
         if self.state == "handshaking":
             if self.now >= self.handshake_timeout:
+                self.timed_out = True
                 self._fatal(22, "no handshake in time")
             return
         if self.state in ("closed", "failed"):
@@ -252,10 +254,12 @@ class Session:
             silent = self.now - self.last_rx >= 3 * self.ping_interval
             answered_for = self.now - self.last_ping_counted >= self.ping_interval
             if silent and (self.state == "closing" or (self.unanswered >= 2 and answered_for)):
+                self.timed_out = True
                 self._fail(CONNECTION_LOST, "peer dead: nothing received")
                 return
         if self.state == "closing":
             if self.now - self.close_sent_at >= self.close_timeout:
+                self.timed_out = True
                 self._fail(CONNECTION_LOST, "close timed out")
             return
         if not self.ping_interval:
