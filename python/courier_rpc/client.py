@@ -7,7 +7,6 @@ to a worker thread, which runs them one at a time in arrival order (section 5's 
 without stopping the reader.
 """
 
-import asyncio
 import queue
 import select
 import socket
@@ -340,6 +339,7 @@ class Connection(_Caller):
             try:
                 result = inc.service.fn(*inc.args)
                 if inc.service.is_async:
+                    import asyncio  # only for coroutine handlers: asyncio costs 40 ms to import
                     result = asyncio.run(result)
             except Exception as e:  # the handler's failure is the caller's ERROR 257 (or its CourierError)
                 with self._lock:
