@@ -14,10 +14,10 @@ import sys
 
 from .client import connect, parse_services
 from .core import CourierError
-from .signature import ArgumentError, Type, parse_arguments, parse_result, read_fields
-from .wire import (CONNECTION_LOST, ERRC, INT_RANGES, REFLECTION_TOKEN, REQUEST_TIMEOUT, T_BIN, T_BOOL,
-                   T_F32, T_F64, T_LIST, T_STR, TAG_NAMES, TAGS, ProtocolError, as_token, check_body,
-                   float_value)
+from .signature import ArgumentError, read_fields
+from .wire import (CONNECTION_LOST, ERRC, INT_CLASSES, INT_RANGES, REFLECTION_TOKEN, REQUEST_TIMEOUT, T_BIN,
+                   T_BOOL, T_F32, T_F64, T_LIST, T_STR, TAGS, Float32, Float64, ProtocolError, as_token,
+                   float_value, to_python)
 
 EXIT_OK, EXIT_ERROR_REPLY, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_REFUSED, EXIT_TIMEOUT, EXIT_LOST = range(7)
 
@@ -141,7 +141,6 @@ def typed_value(t, text):
 
 def prefixed_value(text):
     """An argument with its type prefix (a service without a signature): i32:2, list:[...]."""
-    from .wire import INT_CLASSES, Float32, Float64
     if ":" not in text:
         raise ArgumentError("'%s' has no type prefix (the service declares no signature): write i32:%s, str:%s, ..."
                             % (text, text, text))
@@ -257,10 +256,6 @@ def parser(prog):
 
 
 class _UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
     pass
 
 
@@ -445,7 +440,6 @@ def _session(conn, opts, words, list_, out, err, prog, fail):
 
 
 def _plain(item):
-    from .wire import to_python
     return to_python([item])[0]
 
 

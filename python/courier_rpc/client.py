@@ -1,16 +1,19 @@
 """The blocking client: one connection, safe to share between threads.
 
-A reader thread owns the socket's receiving side: it answers the peer's pings (so an idle
-connection stays alive), runs the timers of the protocol (handshake, keepalive, close), completes
-the calls waiting for their answers and hands the peer's calls of the services this client serves
-to a worker thread, which runs them one at a time in arrival order (section 5's order of running)
-without stopping the reader.
+A thread that waits for an answer reads the socket itself while no other thread does (so a call
+costs one round trip and no hand-over between threads); the threads waiting meanwhile are woken
+by the reader when their answers come. A background thread takes over the reading while no call
+has been made for a while: it answers the peer's pings (an idle connection stays alive), runs the
+protocol's timers (handshake, keepalive, close) and sees the peer's calls. Those calls of the
+services this client serves go to a worker thread, which runs them one at a time in arrival order
+(section 5's order of running) without stopping the reading.
 """
 
 import queue
 import select
 import socket
 import threading
+import time
 
 from .core import CourierError, Core
 from .signature import Signature
@@ -21,15 +24,14 @@ TICK = 0.05  # the timers' granularity (section 12 allows 100 ms late, never ear
 
 
 class _Waiter:
-    __slots__ = ("event", "value", "exc")
+    __slots__ = ("done", "value", "exc")
 
     def __init__(self):
-        self.event = threading.Event()
+        self.done = False
         self.value = self.exc = None
 
-    def complete(self, value, exc):
-        self.value, self.exc = value, exc
-        self.event.set()
+    def complete(self, value, exc):  # runs with the connection's lock held
+        self.value, self.exc, self.done = value, exc, True
 
 
 def parse_services(items):
@@ -145,20 +147,26 @@ class Connection(_Caller):
         self.timeout = timeout
         self._core = Core("initiator", name, services, child_services, max_children, ping_interval=keepalive,
                           handshake_timeout=timeout, close_timeout=timeout, max_frame=max_frame)
-        self._lock = threading.Lock()
-        self._ended = threading.Event()
-        self._opened = threading.Event()
+        self._lock = threading.Lock()  # guards the core, the socket's writing and the fields below
+        self._answered = threading.Condition(self._lock)  # waiting threads: an answer came, or the reading is free
+        # The background reader's own: never notified, it looks every tick (waking it on every read
+        # made each call twice as slow, the two threads taking the lock and the GIL in turn).
+        self._idle = threading.Condition(self._lock)
+        self._reading = False  # a thread is reading the socket (outside the lock)
+        self._waiting = 0      # threads waiting for an answer
+        self._last_call = 0.0
         self._work = None
         self._sock, self._child = open_socket(endpoint, timeout)
-        # Writes block at most `timeout`: a peer that stops reading cannot stop this end forever.
-        self._sock.settimeout(timeout)
+        # Non-blocking, waited on with select: a socket with a Python time-out polls before every
+        # send and receive, two system calls more per call.
+        self._sock.setblocking(False)
         with self._lock:
             self._core.start()
             self._flush()
-        self._reader = threading.Thread(target=self._read_loop, name="courier-rpc reader", daemon=True)
-        self._reader.start()
-        self._opened.wait(timeout + 1.0)
-        if self._core.state != "open" and not (self._core.state == "closing"):
+        self._background = threading.Thread(target=self._read_while_idle, name="courier-rpc reader", daemon=True)
+        self._background.start()
+        self._wait_until(lambda: self._core.state != "handshaking", timeout + 1.0)
+        if self._core.state not in ("open", "closing"):
             if self._core.ended and not self._core.session.timed_out:
                 err = self._core.handshake_failure()
             else:
@@ -179,6 +187,11 @@ class Connection(_Caller):
         return {"max_frame": s.agreed_max_frame_size, "max_items": s.agreed_max_items,
                 "max_depth": s.agreed_max_depth, "max_child_contexts": s.agreed_max_child_contexts}
 
+    @property
+    def dropped_replies(self):
+        """Answers that came for calls nobody waited for any more (given up on at their time-out)."""
+        return self._core.dropped_replies
+
     def open_context(self, name="", kind=None, services=None, timeout=None):
         """Opens a child context and waits for the peer's answer; `kind` names the kind of child
         (a token; None for the default), `services` what this end serves in it (a Services)."""
@@ -196,7 +209,7 @@ class Connection(_Caller):
             if self._core.state == "open":
                 self._core.close("done")
                 self._flush()
-        self._ended.wait(self.timeout if timeout is None else timeout)
+        self._wait_until(lambda: self._core.ended, self.timeout if timeout is None else timeout)
         self._shutdown()
 
     def __enter__(self):
@@ -207,7 +220,7 @@ class Connection(_Caller):
 
     def __del__(self):
         try:
-            if not self._ended.is_set():
+            if self._sock is not None:
                 self._shutdown()
         except Exception:
             pass
@@ -235,15 +248,93 @@ class Connection(_Caller):
 
     def _wait(self, w, timeout, what, txn=None):
         t = self.timeout if timeout is None else timeout
-        if not w.event.wait(t):
+        if not self._wait_until(lambda: w.done, t):
             with self._lock:
                 if txn is not None:
                     self._core.give_up(txn)
-            if not w.event.is_set():
+                done = w.done
+            if not done:
                 raise CourierError(REQUEST_TIMEOUT, "no %s within %g s" % (what, t))
         if w.exc is not None:
             raise self._lost(w.exc)
         return w.value
+
+    def _wait_until(self, ready, timeout):
+        """Waits until ready() (checked with the lock held) or `timeout` seconds; reads the socket
+        itself whenever no other thread does. Returns ready()."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            self._waiting += 1
+            try:
+                while not ready():
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return False
+                    if not self._reading and self._sock is not None:
+                        self._read_once(min(left, TICK))
+                    else:
+                        self._answered.wait(min(left, TICK))
+                return True
+            finally:
+                self._waiting -= 1
+                self._last_call = time.monotonic()
+
+    def _read_once(self, wait):
+        """With the lock held: reads what arrives within `wait` seconds (the lock released
+        meanwhile), feeds it, writes the answers, runs the timers; then wakes the waiting threads."""
+        self._reading = True
+        sock = self._sock
+        self._lock.release()
+        data = None
+        broken = False
+        try:
+            if select.select([sock], [], [], wait)[0]:
+                try:
+                    data = sock.recv(262144)
+                except (BlockingIOError, InterruptedError, socket.timeout):
+                    pass
+                except OSError:
+                    data = b""
+        except (OSError, ValueError):  # the socket was closed under us
+            broken = True
+        finally:
+            self._lock.acquire()
+            self._reading = False
+        try:
+            if broken:
+                if not self._core.ended:
+                    self._core.session._fail(CONNECTION_LOST, "the socket was closed")
+                incoming = self._core.tick()
+            elif data is None:
+                incoming = self._core.tick()
+            elif data:
+                incoming = self._core.feed(data) + self._core.tick()
+            else:
+                incoming = self._core.eof()
+            self._flush()
+            if incoming:
+                self._dispatch(incoming)
+            if self._core.ended:
+                self._end()
+        finally:
+            self._answered.notify_all()
+
+    def _read_while_idle(self):
+        """The background reader: reads while no thread waits for an answer and none has for a tick."""
+        with self._lock:
+            while self._sock is not None:
+                if self._reading or self._waiting or time.monotonic() - self._last_call < TICK:
+                    self._idle.wait(TICK)
+                    continue
+                self._read_once(TICK)
+
+    def _end(self):
+        """The close is complete, or the connection failed: the transport closes now (section 11)."""
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        if self._work is not None:
+            self._work.put(None)
 
     def _send_frame(self, token, body, ctx):
         with self._lock:
@@ -266,65 +357,27 @@ class Connection(_Caller):
         data = self._core.output()
         if not data or self._sock is None:
             return
+        view = memoryview(data)
+        deadline = None
         try:
-            self._sock.sendall(data)
+            while view:
+                try:
+                    view = view[self._sock.send(view):]
+                except BlockingIOError:
+                    # A peer that stops reading cannot stop this end forever: `timeout` at most.
+                    if deadline is None:
+                        deadline = time.monotonic() + self.timeout
+                    left = deadline - time.monotonic()
+                    if left <= 0 or not select.select([], [self._sock], [], left)[1]:
+                        raise socket.timeout()
         except OSError as e:
             why = "the peer does not read (no write within %g s)" % self.timeout if isinstance(e, socket.timeout) \
                 else "the connection broke while writing: %s" % e
             self._core.session._fail(CONNECTION_LOST, why)
-            self._dispatch(self._core.tick())
-
-    def _read_loop(self):
-        try:
-            self._read_until_ended()
-        except BaseException as e:  # a bug here must not leave callers waiting: the connection fails
-            with self._lock:
-                if not self._core.ended:
-                    self._core.session._fail(CONNECTION_LOST, "the reader failed: %r" % e)
-                    self._core.tick()
-            raise
-        finally:
-            self._opened.set()
-            with self._lock:
-                if self._sock is not None:
-                    self._sock.close()
-                    self._sock = None
-            if self._work is not None:
-                self._work.put(None)
-            self._ended.set()
-
-    def _read_until_ended(self):
-        sock = self._sock
-        while True:
-            try:
-                readable = select.select([sock], [], [], TICK)[0]
-            except (OSError, ValueError):
-                readable = []
-                with self._lock:
-                    if not self._core.ended:
-                        self._core.session._fail(CONNECTION_LOST, "the socket was closed")
-            with self._lock:
-                if readable:
-                    try:
-                        data = sock.recv(262144)
-                    except (BlockingIOError, socket.timeout):
-                        continue
-                    except OSError:
-                        data = b""
-                    incoming = self._core.feed(data) if data else self._core.eof()
-                else:
-                    incoming = self._core.tick()
-                self._flush()
-                if self._core.state != "handshaking":
-                    self._opened.set()
-                ended = self._core.ended
-            self._dispatch(incoming)
-            if ended:
-                return  # the close is complete, or the connection failed: the transport closes now (section 11)
+            self._core.tick()  # fails what waits
+            self._answered.notify_all()
 
     def _dispatch(self, incoming):
-        if not incoming:
-            return
         if self._work is None:
             self._work = queue.Queue()
             threading.Thread(target=self._serve_loop, name="courier-rpc services", daemon=True).start()
@@ -353,16 +406,20 @@ class Connection(_Caller):
     def _shutdown(self):
         with self._lock:
             if self._sock is not None:
+                if not self._core.ended:
+                    self._core.session._fail(CONNECTION_LOST, "closed by this end")
+                    self._core.tick()
                 try:
                     self._sock.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
-        if threading.current_thread() is not self._reader and self._reader.is_alive():
-            self._reader.join(2.0)
+                if not self._reading:
+                    self._end()
+            self._answered.notify_all()
+        if threading.current_thread() is not self._background and self._background.is_alive():
+            self._background.join(2.0)
         with self._lock:
-            if self._sock is not None:
-                self._sock.close()
-                self._sock = None
+            self._end()
         if self._child is not None:
             self._child.reap()
 

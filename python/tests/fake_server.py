@@ -5,7 +5,6 @@ import os
 import select
 import socket
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 

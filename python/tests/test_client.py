@@ -1,7 +1,6 @@
 """The blocking client against the example servers, over pipe, uds and tcp."""
 
 import math
-import os
 import threading
 import time
 
@@ -75,7 +74,7 @@ def test_call_timeout_and_late_answer(serve, transport):
         assert conn.ADD_(1, 1) == 2  # the connection goes on; the late answer will be dropped
         time.sleep(0.5)
         assert conn.SLOW(0, 9) == 9
-        assert conn._core.dropped_replies == 1
+        assert conn.dropped_replies == 1
 
 
 def test_echo_every_type(serve, transport):
