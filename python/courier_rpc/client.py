@@ -53,16 +53,17 @@ class Bound:
 
     def __init__(self, caller, signature):
         self._caller, self.signature = caller, signature
+        self._token = as_token(signature.token)
 
     def __call__(self, *args, timeout=None):
         body = bytearray()
         self.signature.encode(args, body)  # ArgumentError here: nothing was sent
-        return self._caller._roundtrip(as_token(self.signature.token), body, timeout, self.signature.read_result)
+        return self._caller._roundtrip(self._token, body, timeout, self.signature.read_result)
 
     def send(self, *args):
         body = bytearray()
         self.signature.encode(args, body)
-        self._caller._send(as_token(self.signature.token), body)
+        self._caller._send(self._token, body)
 
     def __repr__(self):
         return "<service %s>" % self.signature

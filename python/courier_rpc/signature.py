@@ -148,11 +148,18 @@ def encode_arguments(fields, values, out, what):
         raise ArgumentError("%s takes %d argument%s %s, %d given"
                             % (what, len(fields), "" if len(fields) == 1 else "s", fields_text(fields), len(values)))
     for i, ((t, name), v) in enumerate(zip(fields, values)):
-        _encode(t, v, out, lambda i=i, name=name: "argument %d%s of %s" % (i + 1, " (%s)" % name if name else "", what))
+        _encode(t, v, out, (what, i, name))
+
+
+def _where(path):
+    """The text of a place in the arguments, built only for an error: (what, index, name)
+    followed by (', element %d' | ', field %s') steps."""
+    what, i, name = path[:3]
+    return "argument %d%s of %s" % (i + 1, " (%s)" % name if name else "", what) + "".join(path[3:])
 
 
 def _bad(where, t, v, why=""):
-    raise ArgumentError("%s: %s %r is not of type %s%s" % (where(), type(v).__name__, v, t, why))
+    raise ArgumentError("%s: %s %r is not of type %s%s" % (_where(where), type(v).__name__, v, t, why))
 
 
 def _encode(t, v, out, where):
@@ -203,7 +210,7 @@ def _encode(t, v, out, where):
             _bad(where, t, v, " (%d elements, not %d)" % (len(v), t.count))
         out.append(T_LIST)
         for j, e in enumerate(v):
-            _encode(t.element, e, out, lambda j=j: "%s, element %d" % (where(), j + 1))
+            _encode(t.element, e, out, where + (", element %d" % (j + 1),))
         out.append(0x0F)
     else:  # record: a sequence of its fields in order, or a mapping by field name
         if isinstance(v, dict):
@@ -217,7 +224,7 @@ def _encode(t, v, out, where):
             _bad(where, t, v, " (%d fields, not %d)" % (len(v), len(t.fields)))
         out.append(T_LIST)
         for j, ((ft, fname), e) in enumerate(zip(t.fields, v)):
-            _encode(ft, e, out, lambda j=j, fname=fname: "%s, field %s" % (where(), fname or j + 1))
+            _encode(ft, e, out, where + (", field %s" % (fname or j + 1),))
         out.append(0x0F)
 
 

@@ -1,0 +1,68 @@
+"""Signatures (docs/protocol.md section 15): parsing, arguments checked before encoding, replies
+read against the result."""
+
+import pytest
+
+from courier_rpc import ArgumentError, Signature
+from courier_rpc.signature import parse_arguments, parse_result
+from courier_rpc.wire import Int32, ProtocolError, UInt8, check_body, encode_values
+
+MOVE = "(record(float64 x, float64 y) to, int32 steps)"
+
+
+def test_parse_and_print_round_trip():
+    for text in ["()", "(int32 a, int32 b)", MOVE, "(list of 3 uint8 rgb, list of list of string)",
+                 "(binary, bool flag, record() empty)"]:
+        fields = parse_arguments(text)
+        from courier_rpc.signature import fields_text
+        assert fields_text(fields) == text
+    assert parse_arguments("") is None  # declared none: not the same as ()
+    assert parse_result("int32")[1] is True and parse_result("()") == ([], False)
+
+
+@pytest.mark.parametrize("bad", ["(int32", "(int33 a)", "int32", "(int32 a,int32 b)", "(list of -1 int8)"])
+def test_bad_signatures(bad):
+    with pytest.raises(ValueError):
+        parse_arguments(bad)
+
+
+def test_arguments_encoded_like_the_spec_says():
+    # section 7's example: MOVE(point to, int32 steps) sends list, float64 x, float64 y, end, int32 steps
+    sig = Signature("MOVE", 1, MOVE, "()", "")
+    body = bytearray()
+    sig.encode([(1.5, -2.0), 3], body)
+    assert bytes(body) == bytes(encode_values([[1.5, -2.0], Int32(3)]))
+    body2 = bytearray()
+    sig.encode([{"x": 1.5, "y": -2}, 3], body2)
+    assert body2 == body
+
+
+@pytest.mark.parametrize("args,message", [
+    ([(1.5, "y"), 3], r"argument 1 \(to\) of MOVE.*field y: str 'y' is not of type float64"),
+    ([(1.5,), 3], r"\(1 fields, not 2\)"),
+    ([(1.5, 2.0), 2**31], r"argument 2 \(steps\).*out of range"),
+    ([(1.5, 2.0), True], r"bool True is not of type int32"),
+    ([(1.5, 2.0)], r"MOVE.* takes 2 arguments"),
+])
+def test_arguments_refused_with_the_place(args, message):
+    sig = Signature("MOVE", 1, MOVE, "()", "")
+    with pytest.raises(ArgumentError, match=message):
+        sig.encode(args, bytearray())
+    assert issubclass(ArgumentError, TypeError)
+
+
+def test_result_read_against_the_signature():
+    sig = Signature("PNT_", 1, "()", "(float64 x, float64 y)", "")
+    r = sig.read_result(check_body(bytes(encode_values([1.0, 2.0]))))
+    assert (r.x, r.y) == (1.0, 2.0) and r == (1.0, 2.0)
+    for items, code in [([1.0], 19), ([1.0, 2.0, 3.0], 20), ([1.0, "2"], 18)]:
+        with pytest.raises(ProtocolError) as e:
+            sig.read_result(check_body(bytes(encode_values(items))))
+        assert e.value.code == code
+    fixed = Signature("RGB_", 1, "()", "list of 3 uint8", "")
+    assert fixed.read_result(check_body(bytes(encode_values([[UInt8(1), UInt8(2), UInt8(3)]])))) == [1, 2, 3]
+    for items, code in [([UInt8(1)] * 4, 20), ([UInt8(1)] * 2, 19), ([1, 2, 3], 18)]:
+        with pytest.raises(ProtocolError) as e:
+            fixed.read_result(check_body(bytes(encode_values([items]))))
+        assert e.value.code == code
+    assert Signature("NONE", 0, "()", "()", "").read_result([]) is None
