@@ -14,6 +14,7 @@ import select
 import socket
 import threading
 import time
+import weakref
 
 from .core import CourierError, Core
 from .signature import Signature
@@ -142,7 +143,6 @@ class Connection(_Caller):
 
     def __init__(self, endpoint, name="courier-rpc", timeout=10.0, keepalive=10.0, services=None,
                  child_services=None, max_children=0, max_frame=None):
-        self._conn = self
         self._services = None
         self.endpoint = endpoint
         self.timeout = timeout
@@ -157,6 +157,8 @@ class Connection(_Caller):
         self._waiting = 0      # threads waiting for an answer
         self._last_call = 0.0
         self._work = None
+        self._shut = False
+        self._sock, self._child = None, None
         self._sock, self._child = open_socket(endpoint, timeout)
         # Non-blocking, waited on with select: a socket with a Python time-out polls before every
         # send and receive, two system calls more per call.
@@ -164,7 +166,10 @@ class Connection(_Caller):
         with self._lock:
             self._core.start()
             self._flush()
-        self._background = threading.Thread(target=self._read_while_idle, name="courier-rpc reader", daemon=True)
+        # The thread holds the connection weakly: a connection nobody holds any more is collected,
+        # and its __del__ closes it.
+        self._background = threading.Thread(target=_read_while_idle, args=(weakref.ref(self),),
+                                            name="courier-rpc reader", daemon=True)
         self._background.start()
         self._wait_until(lambda: self._core.state != "handshaking", timeout + 1.0)
         if self._core.state not in ("open", "closing"):
@@ -175,6 +180,10 @@ class Connection(_Caller):
             text = self._with_exit_status(err.text)  # before the shutdown stops the server
             self._shutdown()
             raise CourierError(err.code, text)
+
+    @property
+    def _conn(self):  # a property, not an attribute: no reference cycle keeps a dropped connection alive
+        return self
 
     # -- the public rest ------------------------------------------------------------------------------
     @property
@@ -221,8 +230,7 @@ class Connection(_Caller):
 
     def __del__(self):
         try:
-            if self._sock is not None:
-                self._shutdown()
+            self._shutdown()
         except Exception:
             pass
 
@@ -320,15 +328,6 @@ class Connection(_Caller):
         finally:
             self._answered.notify_all()
 
-    def _read_while_idle(self):
-        """The background reader: reads while no thread waits for an answer and none has for a tick."""
-        with self._lock:
-            while self._sock is not None:
-                if self._reading or self._waiting or time.monotonic() - self._last_call < TICK:
-                    self._idle.wait(TICK)
-                    continue
-                self._read_once(TICK)
-
     def _end(self):
         """The close is complete, or the connection failed: the transport closes now (section 11)."""
         if self._sock is not None:
@@ -405,6 +404,9 @@ class Connection(_Caller):
                 self._flush()
 
     def _shutdown(self):
+        if self._shut:
+            return
+        self._shut = True
         with self._lock:
             if self._sock is not None:
                 if not self._core.ended:
@@ -429,6 +431,22 @@ class Connection(_Caller):
             return text
         status = self._child.describe(0.2)
         return text + ("; server process " + status if status else "")
+
+
+def _read_while_idle(ref):
+    """The background reader: reads while no thread waits for an answer and none has for a tick."""
+    while True:
+        conn = ref()
+        if conn is None:
+            return
+        with conn._lock:
+            if conn._sock is None:
+                return
+            if conn._reading or conn._waiting or time.monotonic() - conn._last_call < TICK:
+                conn._idle.wait(TICK)
+            else:
+                conn._read_once(TICK)
+        del conn
 
 
 def connect(*target, uds=None, tcp=None, host=None, port=None, pipe=None, name="courier-rpc", timeout=10.0,

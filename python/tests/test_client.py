@@ -200,3 +200,17 @@ def test_server_stopping_closes_in_order(serve):
     assert e.value.code in (260, 272)
     conn.close()
     assert conn.state == "closed"
+
+
+def test_dropped_connection_is_collected_and_closed(serve):
+    import gc
+    ep, _ = serve("courier-calc-server", "pipe")
+    conn = c.connect(**ep, timeout=5)
+    assert conn.ADD_(1, 2) == 3
+    proc = conn._child.proc
+    del conn
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert proc.poll() is not None  # the server saw its stream end and exited
