@@ -17,3 +17,11 @@ __version__ = "0.1.0"
 __all__ = ["ArgumentError", "Bound", "Connection", "Context", "CourierError", "Float32", "Float64", "Int8",
            "Int16", "Int32", "Int64", "ProtocolError", "Services", "Signature", "UInt8", "UInt16", "UInt32",
            "UInt64", "connect", "error_name"]
+
+
+def __getattr__(name):
+    # courier_rpc.aio without importing asyncio for every blocking user (it costs 40 ms)
+    if name == "aio":
+        import importlib
+        return importlib.import_module(".aio", __name__)
+    raise AttributeError("module 'courier_rpc' has no attribute %r" % name)
