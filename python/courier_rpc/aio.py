@@ -166,6 +166,11 @@ class AsyncConnection(_AsyncCaller):
         return self._core.state
 
     @property
+    def dropped_replies(self):
+        """Answers that came for calls nobody waited for any more (time-out, cancelled)."""
+        return self._core.dropped_replies
+
+    @property
     def peer_limits(self):
         s = self._core.session
         return {"max_frame": s.agreed_max_frame_size, "max_items": s.agreed_max_items,
@@ -197,6 +202,10 @@ class AsyncConnection(_AsyncCaller):
             return await fut
         except CourierError as e:
             raise await self._lost(e)
+        except asyncio.CancelledError:
+            if txn is not None:
+                self._core.give_up(txn)  # its answer, if one comes, is dropped and counted
+            raise
         finally:
             timer.cancel()
 

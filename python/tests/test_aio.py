@@ -40,6 +40,11 @@ def test_many_calls_in_flight(serve, transport):
                 await conn.SLOW(300, 1, timeout=0.05)
             assert e.value.code == 259 and time.monotonic() - t < 0.25
             assert await conn.ADD_(1, 1) == 2
+            cancelled = asyncio.ensure_future(conn.SLOW(100, 2))
+            await asyncio.sleep(0.01)
+            cancelled.cancel()
+            await asyncio.sleep(0.5)  # both late answers arrive, nobody waits for them
+            assert conn.dropped_replies == 2
         assert conn.state == "closed"
 
     run(main())
