@@ -447,11 +447,59 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     prog = "python -m courier_rpc"
     if not argv or argv[0] in ("-h", "--help"):
-        sys.stdout.write("usage: %s call|list [options] [TOKEN ARG...] [@ server-program args...]\n\n%s\n"
-                         % (prog, EXIT_HELP))
+        sys.stdout.write("usage: %s call|list [options] [TOKEN ARG...] [@ server-program args...]\n"
+                         "       %s serve SCRIPT.py|MODULE[:NAME] [--uds --file F | --tcp --port P | --pipe]\n\n%s\n"
+                         % (prog, prog, EXIT_HELP))
         return EXIT_OK if argv else EXIT_USAGE
     sub, rest = argv[0], argv[1:]
+    if sub == "serve":
+        return serve(rest, prog="%s serve" % prog)
     if sub not in ("call", "list"):
-        sys.stderr.write("%s: the first word is call or list, not '%s'\n" % (prog, sub))
+        sys.stderr.write("%s: the first word is call, list or serve, not '%s'\n" % (prog, sub))
         return EXIT_USAGE
     return run(rest, prog="%s %s" % (prog, sub), listing=(sub == "list"))
+
+
+def load_server(target):
+    """The courier_rpc.Server that `target` defines: a script's path or a module's name, with
+    `:NAME` for the variable (else the one Server it holds)."""
+    import importlib
+    import importlib.util
+    import os
+    from .server import Server
+    where, _, attr = target.partition(":") if not os.path.exists(target) else (target, "", "")
+    if where.endswith(".py") or os.path.sep in where:
+        if not os.path.isfile(where):
+            raise Failure(EXIT_USAGE, "no script %s" % where)
+        spec = importlib.util.spec_from_file_location("courier_served", where)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["courier_served"] = module
+        spec.loader.exec_module(module)  # under another name than __main__: its run() stays unrun
+    else:
+        try:
+            module = importlib.import_module(where)
+        except ImportError as e:
+            raise Failure(EXIT_USAGE, "cannot import %s: %s" % (where, e))
+    if attr:
+        found = getattr(module, attr, None)
+        if not isinstance(found, Server):
+            raise Failure(EXIT_USAGE, "%s has no courier_rpc.Server named %s" % (where, attr))
+        return found
+    servers = [v for v in vars(module).values() if isinstance(v, Server)]
+    if len(servers) != 1:
+        raise Failure(EXIT_USAGE, "%s defines %s courier_rpc.Server: name the one to serve (%s:NAME)"
+                      % (where, "no" if not servers else "more than one", where))
+    return servers[0]
+
+
+def serve(argv, prog):
+    if not argv or argv[0].startswith("-"):
+        sys.stderr.write("usage: %s SCRIPT.py|MODULE[:NAME] [--uds --file F | --tcp --port P | --pipe] [options]\n"
+                         % prog)
+        return EXIT_OK if argv and argv[0] in ("-h", "--help") else EXIT_USAGE
+    try:
+        server = load_server(argv[0])
+    except Failure as f:
+        sys.stderr.write("%s: %s\n" % (prog, f.text))
+        return f.status
+    return server.run(argv[1:])

@@ -12,7 +12,7 @@ from .signature import ArgumentError, Signature, encode_arguments, read_fields
 from .wire import (CONNECTION_LOST, DEFAULT_MAX_DEPTH, ERRC, HANDLER_FAILED, HEADER, INVALID_ARGUMENT,
                    NO_SUCH_CONTEXT, NO_SUCH_SERVICE, PROTOCOL_ERROR, REFLECTION_TOKEN, SYSTEM_SHUTDOWN,
                    T_STR, T_U32, TOO_MANY_CONTEXTS, UInt8, ProtocolError, as_token, check_body,
-                   encode_values, error_name, to_python, typed)
+                   encode_values, error_name, to_python, to_typed, typed)
 
 
 class CourierError(Exception):
@@ -124,10 +124,14 @@ class Incoming:
 class Core:
     def __init__(self, role, name, services=None, child_services=None, max_children=0,
                  ping_interval=10.0, handshake_timeout=10.0, close_timeout=10.0,
-                 max_frame=None):
+                 max_frame=None, max_items=None, max_depth=None):
         kw = {}
         if max_frame:
             kw["max_frame"] = max_frame
+        if max_items:
+            kw["max_items"] = max_items
+        if max_depth:
+            kw["max_depth"] = max_depth
         self.session = Session(role, name=name, handshake_timeout=int(handshake_timeout * 1000),
                                ping_interval=int(ping_interval * 1000), close_timeout=int(close_timeout * 1000),
                                **kw)
@@ -341,7 +345,7 @@ class Core:
             return None
         fields = svc.signature.argument_fields
         try:
-            args = to_python(ev.items) if fields is None else read_fields(fields, ev.items, "the call")
+            args = to_typed(ev.items) if fields is None else read_fields(fields, ev.items, "the call")
         except ProtocolError as e:
             # A call read against its definition that does not fit is a spoiled frame (section 7)
             if ev.what == "call":

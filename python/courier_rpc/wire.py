@@ -346,6 +346,28 @@ def to_python(items):
     return out
 
 
+def to_typed(items):
+    """Like to_python, but integers and floats keep their item types (Int32, Float32, ...: ints and
+    floats that encode_values writes back as the same types), so a value sent back is the item that came."""
+    out = []
+    for tag, val in items:
+        if tag == T_LIST:
+            out.append(to_typed(val))
+        elif tag == T_BOOL:
+            out.append(bool(val))
+        elif tag == T_STR:
+            out.append(val.decode("utf-8"))
+        elif tag == T_F32:
+            out.append(Float32(float_value(tag, val)))
+        elif tag == T_F64:
+            out.append(Float64(float_value(tag, val)))
+        elif tag == T_BIN:
+            out.append(val)
+        else:
+            out.append(INT_CLASSES[tag](val))
+    return out
+
+
 def decode_items(body, max_items=DEFAULT_MAX_ITEMS, max_depth=DEFAULT_MAX_DEPTH):
     """A body's items as Python values (raises ProtocolError when it is not well-formed)."""
     return to_python(check_body(body, max_items, max_depth))

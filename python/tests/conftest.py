@@ -37,21 +37,31 @@ def program(name):
     pytest.skip("%s is not in the build at COURIER_BIN_DIR=%s" % (name, BIN_DIR))
 
 
+PYTHON_DIR = os.path.join(REPO, "python")
+PY_EXAMPLES = os.path.join(PYTHON_DIR, "examples")
+
+
+def python_env():
+    """The environment of a child process, with this tree's package importable (Python servers)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = PYTHON_DIR + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
 class Server:
     """An example server serving uds or tcp for one test; stopped (and its socket file removed)
     when the test ends."""
 
-    def __init__(self, name, transport, extra=()):
+    def __init__(self, name, transport, extra=(), command=None):
         self.dir = tempfile.mkdtemp(prefix="courier-py-")
-        self.path = program(name)
-        args = [self.path]
+        args = list(command) if command else [program(name)]
         if transport == "uds":
             self.file = os.path.join(self.dir, "s.sock")
             args += ["--uds", "--file", self.file]
         else:
             args += ["--tcp", "--port", "0"]
         self.proc = subprocess.Popen(args + list(extra), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE)
+                                     stderr=subprocess.PIPE, env=python_env())
         # The server names where it serves on stderr once it listens: "serving on tcp 127.0.0.1:PORT".
         deadline = time.monotonic() + 10
         line = b""

@@ -1,0 +1,184 @@
+"""The Python server (courier_rpc.Server) called by the C++ courier-call and courier-perf and by the
+Python clients, over uds, tcp and pipe; its reflection read the way the C++ servers' is."""
+
+import asyncio
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import PY_EXAMPLES, Server, program, python_env
+
+import courier_rpc
+
+CALC = [sys.executable, os.path.join(PY_EXAMPLES, "calc_server.py")]
+PERF = [sys.executable, "-m", "courier_rpc", "serve", "courier_rpc.perf_services"]
+
+
+@pytest.fixture
+def py_serve(monkeypatch):
+    """py_serve(command, transport, extra) -> (connect kwargs, courier-call transport args)."""
+    started = []
+    monkeypatch.setenv("PYTHONPATH", python_env()["PYTHONPATH"])  # for pipe servers this process starts
+
+    def start(command, transport, extra=()):
+        if transport == "pipe":
+            return {"pipe": list(command) + list(extra)}, ["@"] + list(command) + list(extra)
+        s = Server(None, transport, extra, command=command)
+        started.append(s)
+        return s.endpoint(), s.cli_args()
+
+    yield start
+    for s in started:
+        s.stop()
+
+
+def courier_call(args, timeout=20):
+    r = subprocess.run([program("courier-call")] + args, capture_output=True, text=True, timeout=timeout,
+                       env=python_env())
+    return r.returncode, r.stdout, r.stderr
+
+
+@pytest.mark.parametrize("transport", ["uds", "tcp", "pipe"])
+def test_courier_call_calls_the_python_server(py_serve, transport):
+    _, where = py_serve(CALC, transport)
+    if transport == "pipe":  # courier-call wants its options before the @
+        call = lambda *a: courier_call(list(a) + where)
+    else:
+        call = lambda *a: courier_call(where + list(a))
+    assert call("ADD_", "2", "3")[:2] == (0, "5\n")
+    assert call("DIV_", "-7", "2")[:2] == (0, "-3\n")
+    rc, out, err = call("DIV_", "1", "0")
+    assert rc == 1 and "ERROR 270" in err and "divide by zero" in err
+    rc, _, err = call("ADD_", "2147483647", "1")  # the result does not fit its signature
+    assert rc == 1 and "ERROR 257" in err
+    rc, _, err = call("NOPE")
+    assert rc == 2 and "no service NOPE" in err
+    rc, _, err = call("ADD_", "1", "x")
+    assert rc == 2
+    rc, out, _ = call("--context", "c", "CNT_")
+    assert (rc, out) == (0, "1\n")
+
+
+def test_reflection_reads_like_the_cpp_calc_server(py_serve, serve):
+    _, py = py_serve(CALC, "uds")
+    _, cpp = serve("courier-calc-server", "uds")
+    rc, py_list, _ = courier_call(py + ["--list"])
+    assert rc == 0
+    rc, cpp_list, _ = courier_call(cpp + ["--list"])
+    assert rc == 0
+    # the example declares ADD_ and DIV_ with the C++ calc server's signatures and descriptions
+    for line in py_list.splitlines():
+        assert line in cpp_list.splitlines()
+    assert [line.split()[0] for line in py_list.splitlines()] == ["ADD_", "DIV_"]
+    rc, out, _ = courier_call(py + ["--context", "c", "--list", "--json"])
+    assert rc == 0 and '"CNT_"' in out and "ADD_" not in out
+
+
+@pytest.mark.parametrize("transport", ["uds", "pipe"])
+def test_courier_perf_measures_the_python_server(py_serve, transport):
+    """The C++ perf client: calls waited for, 64 in flight, one-way sends counted by the session,
+    children opened and closed, a typed echo compared item by item."""
+    _, where = py_serve(PERF, transport, ["--silent"])
+    r = subprocess.run([program("courier-perf"), "--send-and-wait", "--send-and-callback", "--send", "--child",
+                        "--bfl", "--sec", "0.2"] + where, capture_output=True, text=True, timeout=25, env=python_env())
+    assert r.returncode == 0, r.stderr
+    for test in ("send-and-wait", "send-and-callback", "send", "child", "bfl"):
+        assert "--" + test + " " in r.stdout
+
+
+@pytest.mark.parametrize("transport", ["uds", "tcp", "pipe"])
+def test_python_client_calls_the_python_server(py_serve, transport):
+    ep, _ = py_serve(CALC, transport)
+    with courier_rpc.connect(timeout=10, **ep) as conn:
+        assert conn.ADD_(2, 3) == 5
+        assert str(conn.services()["ADD_"]) == "ADD_ (int32 a, int32 b) -> int32  a + b"
+        with pytest.raises(courier_rpc.CourierError) as e:
+            conn.DIV_(1, 0)
+        assert (e.value.code, e.value.text) == (270, "divide by zero")
+        with pytest.raises(courier_rpc.ArgumentError):
+            conn.ADD_(2**31, 0)  # refused by the reflected signature before anything is sent
+        a, b = conn.open_context("a"), conn.open_context("b")
+        assert [a.CNT_(), a.CNT_(), b.CNT_(), a.CNT_()] == [1, 2, 1, 3]  # a counter per child
+        a.close()
+        b.close()
+
+
+def test_asyncio_client_many_in_flight_on_the_python_server(py_serve):
+    ep, _ = py_serve(PERF, "uds")
+
+    async def go():
+        conn = await courier_rpc.aio.connect(timeout=10, **ep)
+        try:
+            sums = await asyncio.gather(*(conn.ADD5(1, 2, 3, 4, i) for i in range(500)))
+            assert sums == [10 + i for i in range(500)]
+            for i in range(100):
+                conn.ADD5.send(1, 2, 3, 4, 5)
+            assert await conn.SNT_() == 600  # the session counts every ADD5 it took, in order
+            echoed = await conn.call("BFL_", courier_rpc.Int8(-1), courier_rpc.Float32(0.5), "x", b"\0", [1, [2]])
+            assert echoed == [-1, 0.5, "x", b"\0", [1, [2]]]
+        finally:
+            await conn.close()
+
+    asyncio.run(asyncio.wait_for(go(), 20))
+
+
+def test_coroutine_services_and_children_in_process():
+    """A server in this process's event loop: coroutine handlers run concurrently (a slow one does
+    not hold the next call), a child factory per kind, unknown kinds refused with 256."""
+    server = courier_rpc.Server(name="inproc")
+
+    @server.service("SLOW", "(int32 ms, int32 value)", "int32")
+    async def slow(ms, value):
+        await asyncio.sleep(ms / 1000)
+        return value
+
+    @server.service("FAIL", "()", "()")
+    async def fail():
+        raise courier_rpc.CourierError(70001, "mine")
+
+    @server.child("KIDS")
+    def kids(name):
+        s = courier_rpc.Services()
+        s.add("NAME", lambda: name, "()", "string")
+        return s
+
+    async def go():
+        host, port = await server.serve_tcp("127.0.0.1", 0)
+        conn = await courier_rpc.aio.connect(port=port, timeout=10)
+        try:
+            loop = asyncio.get_running_loop()
+            t0 = loop.time()
+            assert await asyncio.gather(conn.SLOW(300, 1), conn.SLOW(10, 2)) == [1, 2]
+            assert loop.time() - t0 < 0.6
+            with pytest.raises(courier_rpc.CourierError) as e:
+                await conn.FAIL()
+            assert (e.value.code, e.value.text) == (70001, "mine")
+            child = await conn.open_context("first", kind="KIDS")
+            assert await child.NAME() == "first"
+            await child.close()
+            with pytest.raises(courier_rpc.CourierError) as e:
+                await conn.open_context("x", kind="NONE")
+            assert e.value.code == 256
+            assert server.connections == 1
+        finally:
+            await conn.close()
+            await server.close()
+
+    asyncio.run(asyncio.wait_for(go(), 20))
+
+
+def test_serve_refuses_bad_options_and_targets():
+    def serve(*args):
+        return subprocess.run([sys.executable, "-m", "courier_rpc", "serve"] + list(args), capture_output=True,
+                              text=True, timeout=20, env=python_env())
+    assert serve().returncode == 2
+    assert serve(os.path.join(PY_EXAMPLES, "nope.py")).returncode == 2
+    assert serve("courier_rpc.wire").returncode == 2  # no Server in it
+    r = serve(os.path.join(PY_EXAMPLES, "calc_server.py"), "--uds")
+    assert r.returncode == 2 and "--file" in r.stderr
+    r = serve(os.path.join(PY_EXAMPLES, "calc_server.py"), "--max-frame", "100", "--tcp", "--port", "0")
+    assert r.returncode == 2
+    # a pipe server whose stdin is not a socket says so and exits
+    r = subprocess.run(CALC, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=20, env=python_env())
+    assert r.returncode == 3 and "not a socket" in r.stderr
