@@ -345,7 +345,10 @@ class _Connection(asyncio.Protocol):
             t.write(data)
         if core.ended and not t.is_closing():
             self._report()
-            t.close()  # what was written still goes out first
+            if core.session.state == "failed" and core.session.timed_out:
+                t.abort()  # a dead peer reads nothing: what waits for it is dropped
+            else:
+                t.close()  # what was written still goes out first
 
     def _report(self):
         if self.reported:
@@ -366,6 +369,13 @@ class _Connection(asyncio.Protocol):
             if incoming:
                 self._run(incoming)
             self._flush()
+        # An ended session's last frames go out before the transport closes, but a peer that reads
+        # nothing would hold them (and the connection) for ever: it gets the close time-out.
+        if not self._done.done():
+            try:
+                await asyncio.wait_for(self.finished(), self.server.close_timeout)
+            except asyncio.TimeoutError:
+                self.abort()
 
     def close(self, reason):
         """Orderly close (section 11): calls in flight are answered, new ones refused."""
@@ -405,6 +415,7 @@ def parse_options(server, argv=None, prog=None):
     p.add_argument("--name", help="the name in the handshake and the logs")
     p.add_argument("--max-frame", type=int, help="the largest frame accepted (65536 to 4294967295)")
     p.add_argument("--max-connections", type=int, help="connections served at once (0: no limit)")
+    p.add_argument("--max-children", type=int, help="child contexts a peer may have open at once")
     p.add_argument("--max-in-flight", type=int, help="coroutine calls running per connection before it stops reading")
     p.add_argument("--silent", action="store_true", help="log nothing but errors")
     try:
@@ -427,7 +438,7 @@ def parse_options(server, argv=None, prog=None):
         problem = "--timeout is a positive number of seconds"
     elif o.keepalive is not None and o.keepalive < 0:
         problem = "--keepalive is 0 or more milliseconds"
-    elif any(v is not None and v < 0 for v in (o.max_connections, o.max_in_flight)):
+    elif any(v is not None and v < 0 for v in (o.max_connections, o.max_in_flight, o.max_children)):
         problem = "a limit is 0 or more"
     if problem:
         p.print_usage(sys.stderr)
@@ -443,6 +454,8 @@ def parse_options(server, argv=None, prog=None):
         server.max_frame = o.max_frame
     if o.max_connections is not None:
         server.max_connections = o.max_connections
+    if o.max_children is not None:
+        server.max_children = o.max_children
     if o.max_in_flight:
         server.max_in_flight = o.max_in_flight
     server.silent = server.silent or o.silent
