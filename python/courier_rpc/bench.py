@@ -7,8 +7,9 @@ each beside a plain Python socket echo's round trip over uds with messages of th
       with the Python blocking client against the same server, and the C++ client against the C++
       courier-perf-server for reference.
 
-Latencies are the best of five slices of each figure's time (other work on the machine only adds
-time); courier-perf's figure is its own mean over the whole time.
+Latencies are the best of five slices, taken in turns with slices of the echo, so that each ratio
+compares figures measured under the same load (other work on the machine only ever adds time);
+courier-perf's slices are runs of its own, each giving its mean.
 
 The C++ programs are looked up in --bin-dir, then $COURIER_BIN_DIR (a build: its top, examples/ or
 src/net/), then $PATH; a figure whose program is missing is skipped with a line that says so.
@@ -90,54 +91,63 @@ while True:
 """
 
 
-def echo_round_trip(folder, seconds, size=CALL_BYTES):
-    """Microseconds per round trip of `size` bytes through a plain blocking Python socket echo
-    server over uds (another process), as the blocking client's call waits: send, then receive."""
-    path = os.path.join(folder, "echo.sock")
-    proc = subprocess.Popen([sys.executable, "-c", ECHO_SERVER, path], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        if not select.select([proc.stderr], [], [], 10)[0] or b"serving" not in os.read(proc.stderr.fileno(), 256):
+class Echo:
+    """A plain blocking Python socket echo over uds: a server process that sends back what it
+    reads, and a client that sends `size` bytes and reads them back (no time-out on the socket, so
+    one system call each way, the least a round trip takes)."""
+
+    def __init__(self, folder, size=CALL_BYTES):
+        path = os.path.join(folder, "echo.sock")
+        self.proc = subprocess.Popen([sys.executable, "-c", ECHO_SERVER, path], stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        if (not select.select([self.proc.stderr], [], [], 10)[0]
+                or b"serving" not in os.read(self.proc.stderr.fileno(), 256)):
+            self.stop()
             raise RuntimeError("the echo server did not start")
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(10)
-        s.connect(path)
-        msg = bytes(size)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(10)
+        self.sock.connect(path)
+        self.sock.settimeout(None)
+        self.msg, self.size = bytes(size), size
 
-        def once():
-            s.sendall(msg)
-            got = 0
-            while got < size:
-                got += len(s.recv(65536))
+    def once(self):
+        self.sock.sendall(self.msg)
+        got = 0
+        while got < self.size:
+            got += len(self.sock.recv(65536))
 
-        return timed(once, seconds)
-    finally:
-        proc.kill()
-        proc.wait()
-        proc.stderr.close()
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+        self.proc.stderr.close()
 
 
-def timed(fn, seconds, slices=5):
-    """Microseconds per fn(): the best of `slices` slices of `seconds` in all (after a warm-up of a
-    tenth of that). The best, because on a shared machine other work only ever adds time, and
-    every latency in the run is taken the same way."""
-    end = time.perf_counter() + seconds / 10
-    while time.perf_counter() < end:
-        fn()
-    best = None
+def best_of(fns, seconds, slices=5):
+    """Microseconds per call of each fn: the best of `slices` slices each, the functions taking
+    turns slice by slice (after a warm-up), so that each ratio compares figures taken under the
+    same load. The best, because other work on the machine only ever adds time."""
+    for fn in fns:
+        end = time.perf_counter() + seconds / 10
+        while time.perf_counter() < end:
+            fn()
+    best = [None] * len(fns)
     for _ in range(slices):
-        n, t0 = 0, time.perf_counter()
-        end = t0 + seconds / slices
-        while True:
-            for _ in range(50):
-                fn()
-            n += 50
-            t = time.perf_counter()
-            if t >= end:
-                break
-        us = (t - t0) / n * 1e6
-        best = us if best is None else min(best, us)
+        for i, fn in enumerate(fns):
+            us = _slice(fn, seconds / slices / len(fns))
+            best[i] = us if best[i] is None else min(best[i], us)
     return best
+
+
+def _slice(fn, seconds):
+    n, t0 = 0, time.perf_counter()
+    end = t0 + seconds
+    while True:
+        for _ in range(50):
+            fn()
+        n += 50
+        t = time.perf_counter()
+        if t >= end:
+            return (t - t0) / n * 1e6
 
 
 async def in_flight_rate(uds, seconds, depth=64):
@@ -171,6 +181,18 @@ def courier_perf_rate(perf, uds, seconds):
     return float(m.group(1))
 
 
+def perf_against_echo(perf, uds, echo, seconds, slices=5):
+    """courier-perf --send-and-wait's microseconds a call, the best of `slices` runs, taking turns
+    with slices of the echo; and the echo's best."""
+    best_echo = best_perf = None
+    for _ in range(slices):
+        e = _slice(echo.once, seconds / slices / 2)
+        us = 1e6 / courier_perf_rate(perf, uds, max(0.05, seconds / slices / 2))
+        best_echo = e if best_echo is None else min(best_echo, e)
+        best_perf = us if best_perf is None else min(best_perf, us)
+    return best_echo, best_perf
+
+
 def verdict(ok):
     return "met" if ok else "MISSED"
 
@@ -188,50 +210,44 @@ def main(argv=None):
     perf = find_program("courier-perf", o.bin_dir)
     perf_server = find_program("courier-perf-server", o.bin_dir)
     out = sys.stdout
-    missing = []
     folder = tempfile.mkdtemp(prefix="courier-bench-")
     procs = []
+    line = "%-62s %8.1f us  %5.2fx the echo's %.1f us%s\n"
     try:
-        echo = echo_round_trip(folder, seconds)
-        out.write("echo: plain Python socket echo over uds, %d bytes each way     %8.1f us a round trip\n"
-                  % (CALL_BYTES, echo))
+        echo = Echo(folder)
+        procs.append(echo)
         if calc is None:
-            missing.append("courier-calc-server")
             out.write("(a), (b): skipped: courier-calc-server not found (--bin-dir or COURIER_BIN_DIR)\n")
         else:
             server = Process([calc], folder, "calc")
             procs.append(server)
             with courier_rpc.connect(uds=server.file, timeout=10) as conn:
                 add = conn.service("ADD_")
-                call = timed(lambda: add(2, 3), seconds)
-            out.write("(a) blocking call ADD_ to the C++ calc server over uds         %8.1f us a call  %5.2fx echo"
-                      "  (target <= %gx: %s)\n" % (call, call / echo, TARGET_RATIO, verdict(call / echo <= TARGET_RATIO)))
+                e, call = best_of([echo.once, lambda: add(2, 3)], seconds)
+            out.write(line % ("(a) blocking call ADD_ to the C++ calc server, uds", call, call / e, e,
+                              "  (target <= %gx: %s)" % (TARGET_RATIO, verdict(call / e <= TARGET_RATIO))))
             rate = asyncio.run(in_flight_rate(server.file, seconds))
-            out.write("(b) asyncio, 64 calls in flight on one connection, same server %8.0f calls/s"
-                      "  (target >= %d: %s)\n" % (rate, TARGET_RATE, verdict(rate >= TARGET_RATE)))
+            out.write("%-62s %8.0f calls/s  (target >= %d: %s)\n" % (
+                "(b) asyncio, 64 calls in flight on one connection, same server", rate, TARGET_RATE,
+                verdict(rate >= TARGET_RATE)))
         py_server = Process([sys.executable, "-m", "courier_rpc", "serve", "courier_rpc.perf_services", "--silent"],
                             folder, "pyperf")
         procs.append(py_server)
         if perf is None:
-            missing.append("courier-perf")
-            out.write("(c) skipped courier-perf (not found); the Python client drives the Python server instead\n")
+            out.write("(c) skipped: courier-perf not found; the Python client drives the Python server below\n")
         else:
-            rate = courier_perf_rate(perf, py_server.file, seconds)
-            us = 1e6 / rate
-            out.write("(c) courier-perf --send-and-wait to the Python server, uds     %8.1f us a call  %5.2fx echo"
-                      "  (target <= %gx: %s)  %.0f calls/s\n" % (us, us / echo, TARGET_RATIO,
-                                                               verdict(us / echo <= TARGET_RATIO), rate))
+            e, us = perf_against_echo(perf, py_server.file, echo, seconds)
+            out.write(line % ("(c) courier-perf --send-and-wait to the Python server, uds", us, us / e, e,
+                              "  (target <= %gx: %s)" % (TARGET_RATIO, verdict(us / e <= TARGET_RATIO))))
         with courier_rpc.connect(uds=py_server.file, timeout=10) as conn:
             add5 = conn.service("ADD5")
-            call = timed(lambda: add5(1, 2, 3, 4, 5), seconds)
-        out.write("    Python blocking client, ADD5 to the Python server, uds       %8.1f us a call  %5.2fx echo\n"
-                  % (call, call / echo))
+            e, call = best_of([echo.once, lambda: add5(1, 2, 3, 4, 5)], seconds)
+        out.write(line % ("    the Python blocking client (ADD5) to the Python server", call, call / e, e, ""))
         if perf is not None and perf_server is not None:
             cpp = Process([perf_server], folder, "cppperf")
             procs.append(cpp)
-            rate = courier_perf_rate(perf, cpp.file, seconds)
-            out.write("    courier-perf --send-and-wait to courier-perf-server (C++)   %8.1f us a call  %5.2fx echo"
-                      "  %.0f calls/s\n" % (1e6 / rate, 1e6 / rate / echo, rate))
+            e, us = perf_against_echo(perf, cpp.file, echo, seconds)
+            out.write(line % ("    courier-perf --send-and-wait to courier-perf-server (C++)", us, us / e, e, ""))
         elif perf is not None:
             out.write("    (the C++ pair skipped: courier-perf-server not found)\n")
     finally:

@@ -163,6 +163,9 @@ class Connection(_Caller):
         # Non-blocking, waited on with select: a socket with a Python time-out polls before every
         # send and receive, two system calls more per call.
         self._sock.setblocking(False)
+        self._poll = select.poll()  # registered once: select.select builds its lists on every call
+        self._poll.register(self._sock, select.POLLIN)
+        self._next_tick = 0.0
         with self._lock:
             self._core.start()
             self._flush()
@@ -297,7 +300,9 @@ class Connection(_Caller):
         data = None
         broken = False
         try:
-            if select.select([sock], [], [], wait)[0]:
+            if sock.fileno() < 0:
+                raise ValueError("closed")  # the poll would watch whatever takes its number next
+            if self._poll.poll(wait * 1000):
                 try:
                     data = sock.recv(262144)
                 except (BlockingIOError, InterruptedError, socket.timeout):
@@ -317,7 +322,12 @@ class Connection(_Caller):
             elif data is None:
                 incoming = self._core.tick()
             elif data:
-                incoming = self._core.feed(data) + self._core.tick()
+                incoming = self._core.feed(data)
+                # the timers run each tick, not on every read: a call's answer does not need them
+                now = time.monotonic()
+                if now >= self._next_tick:
+                    self._next_tick = now + TICK
+                    incoming += self._core.tick()
             else:
                 incoming = self._core.eof()
             self._flush()

@@ -287,8 +287,7 @@ class Core:
         s = self.session
         incoming = []
         if s.events:
-            events = list(s.events)
-            s.events.clear()
+            events, s.events = s.events, []
             for ev in events:
                 w = ev.what
                 if w == "reply" or w == "error" or w == "bad_reply":

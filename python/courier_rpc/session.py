@@ -12,7 +12,7 @@ from .wire import (CALL, CLOSE, CONNECTION_LOST, CONTEXT_CLOSE, CONTEXT_OPEN, DE
                    MAX_FIRST_FRAME, MIN_MAX_DEPTH, MIN_MAX_FRAME, MIN_MAX_ITEMS, NO_SUCH_CONTEXT,
                    NO_SUCH_SERVICE, NONFATAL_PROTOCOL, PING, PONG, REPLY, SEND, SYSTEM_SHUTDOWN,
                    T_STR, T_U8, T_U32, T_U64, TOO_MANY_CONTEXTS, ZERO_TOKEN, ProtocolError,
-                   check_frame, enc_item, error_frame, frame, parse_header, typed)
+                   check_frame, enc_item, error_frame, frame, typed, _HEADER)
 
 
 class Event:
@@ -288,34 +288,51 @@ class Session:
         if data:
             self.last_rx = self.now
             self.unanswered = 0
-        self.buf += data
-        while self.state not in ("closed", "failed"):
+        # Frames are read in place, from `data` itself when nothing was left over: a read that
+        # holds whole frames (the usual case) is not copied into the buffer.
+        if self.buf:
+            self.buf += data
             b = self.buf
-            # bad_magic as soon as one of the first four bytes differs (section 9, allowed early)
-            k = min(4, len(b))
-            if b[:k] != MAGIC[:k]:
-                self._fatal(3, "not a Courier frame")
-                return
-            if len(b) < HEADER:
-                return
-            hdr = parse_header(b)
-            if hdr["version"] != self.version:
-                self._fatal(4, "version %d, expected %d" % (hdr["version"], self.version))
-                return
-            if hdr["hlen"] != HEADER:
-                self._fatal(5, "header length %d" % hdr["hlen"])
-                return
-            # sections 8 and 10: until the peer's handshake is accepted, no frame over 4096 bytes
-            limit = min(self.max_frame, MAX_FIRST_FRAME) if self.state == "handshaking" else self.max_frame
-            if HEADER + hdr["blen"] > limit:
-                self._fatal(9, "frame of %d bytes, limit %d" % (HEADER + hdr["blen"], limit))
-                return
-            total = HEADER + hdr["blen"]
-            if len(b) < total:
-                return
-            raw = bytes(b[:total])
-            del b[:total]
-            self._frame(hdr, raw)
+        else:
+            b = data
+        pos, n = 0, len(b)
+        try:
+            while self.state not in ("closed", "failed"):
+                left = n - pos
+                if left < 4:
+                    # bad_magic as soon as one of the first four bytes differs (section 9, allowed early)
+                    if b[pos:n] != MAGIC[:left]:
+                        self._fatal(3, "not a Courier frame")
+                    return
+                if b[pos:pos + 4] != MAGIC:
+                    self._fatal(3, "not a Courier frame")
+                    return
+                if left < HEADER:
+                    return
+                _magic, version, hlen, kind, flags, blen, token, txn, ctx = _HEADER.unpack_from(b, pos)
+                if version != self.version:
+                    self._fatal(4, "version %d, expected %d" % (version, self.version))
+                    return
+                if hlen != HEADER:
+                    self._fatal(5, "header length %d" % hlen)
+                    return
+                # sections 8 and 10: until the peer's handshake is accepted, no frame over 4096 bytes
+                limit = min(self.max_frame, MAX_FIRST_FRAME) if self.state == "handshaking" else self.max_frame
+                total = HEADER + blen
+                if total > limit:
+                    self._fatal(9, "frame of %d bytes, limit %d" % (total, limit))
+                    return
+                if left < total:
+                    return
+                raw = b[pos:pos + total]
+                pos += total
+                self._frame({"version": version, "hlen": hlen, "kind": kind, "flags": flags, "blen": blen,
+                             "token": token, "txn": txn, "ctx": ctx}, raw)
+        finally:
+            if pos < n and self.state not in ("closed", "failed"):
+                self.buf = bytearray(b[pos:]) if b is not self.buf or pos else self.buf
+            else:
+                self.buf = bytearray()
 
     def _frame(self, hdr, raw):
         body = raw[HEADER:]
