@@ -8,7 +8,7 @@ import os
 import time
 
 from .session import Session
-from .signature import ArgumentError, Signature, encode_arguments, read_fields
+from .signature import ArgumentError, Signature, encode_arguments
 from .wire import (CONNECTION_LOST, DEFAULT_MAX_DEPTH, ERRC, HANDLER_FAILED, HEADER, INVALID_ARGUMENT,
                    NO_SUCH_CONTEXT, NO_SUCH_SERVICE, PROTOCOL_ERROR, REFLECTION_TOKEN, SYSTEM_SHUTDOWN,
                    T_STR, T_U32, TOO_MANY_CONTEXTS, UInt8, ProtocolError, as_token, check_body,
@@ -31,7 +31,7 @@ class CourierError(Exception):
 
 
 class Service:
-    __slots__ = ("token", "fn", "signature", "returns", "is_async")
+    __slots__ = ("token", "fn", "signature", "returns", "is_async", "result_what")
 
     def __init__(self, token, fn, arguments, result, description, returns):
         self.token = token.decode("latin-1")
@@ -39,6 +39,7 @@ class Service:
         self.signature = Signature(self.token, int(returns), arguments, result, description)
         self.returns = returns
         self.is_async = inspect.iscoroutinefunction(fn)
+        self.result_what = "the result of %s" % self.token
 
 
 class Services:
@@ -104,7 +105,7 @@ class Incoming:
             else:
                 fields, single = sig.result_shape
                 values = [result] if single else ([] if not fields and result is None else list(result))
-                encode_arguments(fields, values, body, "the result of %s" % sig.token)
+                encode_arguments(fields, values, body, self.service.result_what)
         except (TypeError, ValueError, OverflowError) as e:
             self.core.session.answer(ev.txn, ev.token, ev.ctx, code=HANDLER_FAILED, text=str(e))
             return
@@ -342,9 +343,9 @@ class Core:
                 s.answer(ev.txn, ev.token, ev.ctx, code=NO_SUCH_SERVICE,
                          text="no service %s" % ev.token.decode("latin-1"))
             return None
-        fields = svc.signature.argument_fields
         try:
-            args = to_typed(ev.items) if fields is None else read_fields(fields, ev.items, "the call")
+            args = (to_typed(ev.items) if svc.signature.argument_fields is None
+                    else svc.signature.read_arguments(ev.items))
         except ProtocolError as e:
             # A call read against its definition that does not fit is a spoiled frame (section 7)
             if ev.what == "call":

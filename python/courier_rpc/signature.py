@@ -17,6 +17,18 @@ _INT_PACK = {tag: struct.Struct(fmt) for tag, fmt in
              {2: "<b", 3: "<h", 4: "<i", 5: "<q", 6: "<B", 7: "<H", 8: "<I", 9: "<Q"}.items()}
 
 
+def _all_integers(fields):
+    """(a struct writing tag and value of each field, the tags) when every field is an integer."""
+    if not fields:
+        return None
+    fmt = "<"
+    for t, _name in fields:
+        if t.kind != "scalar" or t.tag not in _INT_PACK:
+            return None
+        fmt += "B" + _INT_PACK[t.tag].format[1:]
+    return struct.Struct(fmt), tuple(t.tag for t, _name in fields)
+
+
 class ArgumentError(TypeError):
     """A value that does not fit the service's signature; nothing was sent."""
 
@@ -285,16 +297,43 @@ class Signature:
         self.result_shape = parse_result(result)
         if self.result_shape is not None and not self.result_shape[1]:
             self._result_type = Type("record", fields=self.result_shape[0])
+        # Integers only (the common case, calc's ADD_): one struct writes the arguments, and the
+        # items are read by comparing their tags; anything else, or a value that does not fit,
+        # takes the general path (which names the fault).
+        self._int_args = _all_integers(self.argument_fields)
+        self._int_result = (_all_integers(self.result_shape[0]) if self.result_shape is not None
+                            and self.result_shape[1] else None)
 
     def encode(self, values, out):
+        ints = self._int_args
+        if ints is not None and len(values) == len(ints[1]):
+            packer, tags = ints
+            try:
+                for v in values:
+                    if v.__class__ is bool:
+                        raise struct.error("a bool")
+                out += packer.pack(*[x for pair in zip(tags, values) for x in pair])
+                return
+            except struct.error:
+                pass
         if self.argument_fields is None:
             raise ArgumentError("%s declares no signature: call it with conn.call(%r, ...) and typed values"
                                 % (self.token, self.token))
         encode_arguments(self.argument_fields, values, out, "%s%s" % (self.token, self.arguments))
 
+    def read_arguments(self, items):
+        """A call's items read against the arguments (read_fields, with the integers' fast path)."""
+        ints = self._int_args
+        if ints is not None and len(items) == len(ints[1]) and all(
+                item[0] == tag for item, tag in zip(items, ints[1])):
+            return [item[1] for item in items]
+        return read_fields(self.argument_fields, items, "the call")
+
     def read_result(self, items):
         """The reply's items (a checked tree) as the result: None for (), the one value of a
         single type, a (named) tuple for several; raises ProtocolError when they do not match."""
+        if self._int_result is not None and len(items) == 1 and items[0][0] == self._int_result[1][0]:
+            return items[0][1]
         if self.result_shape is None:
             from .wire import to_python
             return to_python(items)

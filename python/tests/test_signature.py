@@ -66,3 +66,25 @@ def test_result_read_against_the_signature():
             fixed.read_result(check_body(bytes(encode_values([items]))))
         assert e.value.code == code
     assert Signature("NONE", 0, "()", "()", "").read_result([]) is None
+
+
+def test_integer_fast_path_matches_the_general_path():
+    """Integer-only signatures take a struct: the same bytes, the same refusals, the same reading."""
+    from courier_rpc.signature import encode_arguments
+    from courier_rpc.wire import check_body, ProtocolError
+    sig = Signature("MIX_", 1, "(int8 a, uint16 b, int32 c, int64 d, uint64 e)", "int32", "")
+    values = (-128, 65535, -2**31, 2**63 - 1, 2**64 - 1)
+    fast, general = bytearray(), bytearray()
+    sig.encode(values, fast)
+    encode_arguments(sig.argument_fields, values, general, "MIX_")
+    assert fast == general
+    for bad in ((True, 0, 0, 0, 0), (0, -1, 0, 0, 0), (0, 0, 1.0, 0, 0), (128, 0, 0, 0, 0), (0, 0, 0, 0)):
+        with pytest.raises(ArgumentError):
+            sig.encode(bad, bytearray())
+    assert sig.read_arguments(check_body(bytes(fast))) == list(values)
+    with pytest.raises(ProtocolError) as e:  # a tag that differs: the general path names the fault
+        sig.read_arguments(check_body(bytes(fast[:-9]) + b"\x05" + bytes(8)))
+    assert e.value.code == 18
+    assert sig.read_result(check_body(b"\x04\x07\x00\x00\x00")) == 7
+    with pytest.raises(ProtocolError):
+        sig.read_result(check_body(b"\x05" + bytes(8)))
