@@ -245,6 +245,7 @@ class _Connection(asyncio.Protocol):
         self.paused = set()  # why reading is paused: "in flight", "writing"
         self.refused = False
         self.reported = False
+        self.timers = None
         self._done = self.loop.create_future()
 
     def finished(self):
@@ -266,7 +267,7 @@ class _Connection(asyncio.Protocol):
         transport.set_write_buffer_limits(high=srv.outbound_high_water)
         self.core.start()
         self._flush()
-        self.loop.create_task(self._timers())
+        self.timers = self.loop.create_task(self._timers())  # held: the loop keeps tasks only weakly
 
     def data_received(self, data):
         core = self.core

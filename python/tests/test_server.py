@@ -182,3 +182,46 @@ def test_serve_refuses_bad_options_and_targets():
     # a pipe server whose stdin is not a socket says so and exits
     r = subprocess.run(CALC, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=20, env=python_env())
     assert r.returncode == 3 and "not a socket" in r.stderr
+
+
+def test_orderly_stop_answers_calls_in_flight_and_removes_the_socket_file(tmp_path):
+    """server.close(): the listener goes, the socket file with it; a call in flight is still
+    answered, a new one refused (section 11), then the connection ends."""
+    server = courier_rpc.Server(name="stopping")
+
+    @server.service("SLOW", "(int32 ms)", "int32")
+    async def slow(ms):
+        await asyncio.sleep(ms / 1000)
+        return ms
+
+    path = str(tmp_path / "s.sock")
+
+    async def go():
+        await server.serve_uds(path)
+        assert oct(os.stat(path).st_mode & 0o777) == "0o600"
+        conn = await courier_rpc.aio.connect(uds=path, timeout=10)
+        try:
+            in_flight = asyncio.ensure_future(conn.SLOW(300))
+            await asyncio.sleep(0.1)
+            closing = asyncio.ensure_future(server.close(grace=5))
+            await asyncio.sleep(0.05)
+            assert not os.path.exists(path)
+            assert await in_flight == 300
+            await closing
+            assert server.connections == 0
+            with pytest.raises(courier_rpc.CourierError) as e:
+                await conn.SLOW(1)
+            assert e.value.code in (260, 272)
+        finally:
+            await conn.close()
+
+    asyncio.run(asyncio.wait_for(go(), 20))
+
+
+def test_a_live_servers_socket_is_not_taken_over(py_serve, tmp_path):
+    ep, _ = py_serve(CALC, "uds")
+    r = subprocess.run(CALC + ["--uds", "--file", ep["uds"]], capture_output=True, text=True, timeout=20,
+                       env=python_env())
+    assert r.returncode == 3 and "already serves" in r.stderr
+    with courier_rpc.connect(timeout=10, **ep) as conn:  # the first server still serves it
+        assert conn.ADD_(1, 1) == 2
