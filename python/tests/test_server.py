@@ -225,3 +225,16 @@ def test_a_live_servers_socket_is_not_taken_over(py_serve, tmp_path):
     assert r.returncode == 3 and "already serves" in r.stderr
     with courier_rpc.connect(timeout=10, **ep) as conn:  # the first server still serves it
         assert conn.ADD_(1, 1) == 2
+
+
+@pytest.mark.parametrize("transport", ["uds", "pipe"])
+def test_the_typed_cpp_calc_client_against_a_python_calc(py_serve, transport):
+    """courier-calc-client, an actor_ref<calc::api> over the network, runs its checks (a call, an
+    ERROR, an overflow, a time-out and the late answer dropped, a callback, one-way sends in order)
+    against the calc interface served from Python."""
+    script = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "full_calc_server.py")]
+    _, where = py_serve(script, transport)
+    r = subprocess.run([program("courier-calc-client")] + where, capture_output=True, text=True, timeout=30,
+                       env=python_env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "passed: 0 failure(s)" in r.stdout
