@@ -238,3 +238,41 @@ def test_the_typed_cpp_calc_client_against_a_python_calc(py_serve, transport):
                        env=python_env())
     assert r.returncode == 0, r.stdout + r.stderr
     assert "passed: 0 failure(s)" in r.stdout
+
+
+def test_max_in_flight_stops_reading_until_handlers_finish():
+    """With max_in_flight=4, a fifth coroutine call is not read while four wait: it stays in the
+    socket (the client's flow control), and runs once they finish."""
+    server = courier_rpc.Server(name="bounded", max_in_flight=4)
+    running, peak = [0], [0]
+
+    async def go():
+        release = asyncio.Event()
+
+        @server.service("WAIT", "(int32 i)", "int32")
+        async def wait(i):
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+            try:
+                await release.wait()
+            finally:
+                running[0] -= 1
+            return i
+
+        _host, port = await server.serve_tcp("127.0.0.1", 0)
+        conn = await courier_rpc.aio.connect(port=port, timeout=10)
+        try:
+            calls = []
+            for i in range(10):  # one write each, so each is a read of its own at the server
+                calls.append(asyncio.ensure_future(conn.WAIT(i)))
+                await asyncio.sleep(0.02)
+            await asyncio.sleep(0.2)
+            assert peak[0] == 4 and running[0] == 4
+            release.set()
+            assert await asyncio.gather(*calls) == list(range(10))
+            assert peak[0] <= 4
+        finally:
+            await conn.close()
+            await server.close()
+
+    asyncio.run(asyncio.wait_for(go(), 20))
