@@ -37,7 +37,8 @@ class Server:
 
     def __init__(self, services=None, name="courier-rpc-server", *, max_children=None, handshake_timeout=10.0,
                  keepalive=10.0, close_timeout=10.0, max_frame=None, max_items=None, max_depth=None,
-                 max_in_flight=4096, max_connections=0, outbound_high_water=8 * 1024 * 1024, silent=False):
+                 max_in_flight=4096, max_connections=0, outbound_high_water=8 * 1024 * 1024, max_memory=0,
+                 silent=False):
         self.services = services if services is not None else Services()
         self.name = name
         self.max_children = max_children
@@ -46,6 +47,8 @@ class Server:
         self.max_in_flight = max_in_flight
         self.max_connections = max_connections
         self.outbound_high_water = outbound_high_water
+        self.max_memory = max_memory  # bytes of frames still arriving, all connections together; 0: no bound
+        self.held = 0  # what the connections hold now
         self.silent = silent
         self._session_factory = None
         self._children = {}  # kind ("" for the default kind) -> factory(name) -> Services
@@ -246,6 +249,7 @@ class _Connection(asyncio.Protocol):
         self.refused = False
         self.reported = False
         self.timers = None
+        self.held = 0  # bytes of a frame still arriving, counted in server.held
         self._done = self.loop.create_future()
 
     def finished(self):
@@ -274,9 +278,24 @@ class _Connection(asyncio.Protocol):
         if core is None or core.ended:
             return
         incoming = core.feed(data)
+        self._count_held()
         if incoming:
             self._run(incoming)
         self._flush()
+
+    def _count_held(self):
+        """Section 10: the server may bound the memory all connections hold for frames still
+        arriving; the connection whose frame would pass it ends with a fatal ERROR 260."""
+        held = len(self.core.session.buf) if not self.core.ended else 0
+        srv = self.server
+        grew = held > self.held
+        srv.held += held - self.held
+        self.held = held
+        if grew and srv.max_memory and srv.held > srv.max_memory:
+            self.core.session._fatal(SYSTEM_SHUTDOWN, "the server's receive memory (%d bytes for frames still "
+                                     "arriving) is spent: try later" % srv.max_memory)
+            srv.held -= self.held
+            self.held = 0
 
     def eof_received(self):
         if self.core is not None and not self.core.ended:
@@ -390,6 +409,8 @@ class _Connection(asyncio.Protocol):
 
     def _end(self):
         self.server._connections.discard(self)
+        self.server.held -= self.held
+        self.held = 0
         if self.core is not None:
             self._report()
         for task in list(self.tasks):
@@ -416,6 +437,8 @@ def parse_options(server, argv=None, prog=None):
     p.add_argument("--name", help="the name in the handshake and the logs")
     p.add_argument("--max-frame", type=int, help="the largest frame accepted (65536 to 4294967295)")
     p.add_argument("--max-connections", type=int, help="connections served at once (0: no limit)")
+    p.add_argument("--max-memory", type=int, help="bytes all connections may hold for frames still arriving "
+                   "(0: no bound); a frame that does not fit ends its connection with ERROR 260")
     p.add_argument("--max-children", type=int, help="child contexts a peer may have open at once")
     p.add_argument("--max-in-flight", type=int, help="coroutine calls running per connection before it stops reading")
     p.add_argument("--silent", action="store_true", help="log nothing but errors")
@@ -439,7 +462,7 @@ def parse_options(server, argv=None, prog=None):
         problem = "--timeout is a positive number of seconds"
     elif o.keepalive is not None and o.keepalive < 0:
         problem = "--keepalive is 0 or more milliseconds"
-    elif any(v is not None and v < 0 for v in (o.max_connections, o.max_in_flight, o.max_children)):
+    elif any(v is not None and v < 0 for v in (o.max_connections, o.max_in_flight, o.max_children, o.max_memory)):
         problem = "a limit is 0 or more"
     if problem:
         p.print_usage(sys.stderr)
@@ -457,6 +480,8 @@ def parse_options(server, argv=None, prog=None):
         server.max_connections = o.max_connections
     if o.max_children is not None:
         server.max_children = o.max_children
+    if o.max_memory is not None:
+        server.max_memory = o.max_memory
     if o.max_in_flight:
         server.max_in_flight = o.max_in_flight
     server.silent = server.silent or o.silent

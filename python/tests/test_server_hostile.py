@@ -14,7 +14,7 @@ from conftest import Server
 
 import courier_rpc
 from courier_rpc.core import Core
-from courier_rpc.wire import (CALL, CONTEXT_OPEN, ERROR, HANDSHAKE, HEADER, MAGIC, PING, T_BIN, T_END, T_LIST,
+from courier_rpc.wire import (CALL, CONTEXT_OPEN, ERROR, HANDSHAKE, HEADER, MAGIC, PING, REPLY, T_BIN, T_END, T_LIST,
                               decode_items, frame, parse_header)
 
 PERF = [sys.executable, "-m", "courier_rpc", "serve", "courier_rpc.perf_services"]
@@ -194,6 +194,27 @@ def test_connections_past_max_connections_are_refused():
         assert closed and frames and frames[0][0] == ERROR and errors(frames) == [(260, "too many connections")]
         held[0].close()
         time.sleep(0.2)
+        still_serves(s)
+    finally:
+        s.stop()
+
+
+def test_frames_still_arriving_share_a_memory_bound():
+    """--max-memory 100000: two peers each leave 60 KB of a frame unfinished; the second passes the
+    bound and gets ERROR 260 naming the memory, the first goes on and finishes its frame."""
+    s = Server(None, "uds", ["--max-memory", "100000", "--timeout", "5"], command=PERF)
+    try:
+        first, second = open_session(s), open_session(s)
+        item = bytes([T_BIN]) + struct.pack("<I", 70000) + bytes(70000)
+        call = frame(CALL, item, b"BFL_", 1)
+        first.sendall(call[:60000])
+        time.sleep(0.2)
+        second.sendall(call[:60000])
+        frames, closed = read_frames(second)
+        assert closed and errors(frames)[0][0] == 260 and "memory" in errors(frames)[0][1]
+        first.sendall(call[60000:])
+        frames, closed = read_frames(first, until=lambda f: any(t == 1 for _k, t, *_ in f))
+        assert not closed and [k for k, t, *_ in frames if t == 1] == [REPLY]
         still_serves(s)
     finally:
         s.stop()
