@@ -8,7 +8,7 @@ import os
 import time
 
 from .session import Session
-from .signature import ArgumentError, Signature, encode_arguments
+from .signature import ArgumentError, Signature
 from .wire import (CONNECTION_LOST, DEFAULT_MAX_DEPTH, ERRC, HANDLER_FAILED, HEADER, INVALID_ARGUMENT,
                    NO_SUCH_CONTEXT, NO_SUCH_SERVICE, PROTOCOL_ERROR, REFLECTION_TOKEN, SYSTEM_SHUTDOWN,
                    T_STR, T_U32, TOO_MANY_CONTEXTS, UInt8, ProtocolError, as_token, check_body,
@@ -31,7 +31,7 @@ class CourierError(Exception):
 
 
 class Service:
-    __slots__ = ("token", "fn", "signature", "returns", "is_async", "result_what")
+    __slots__ = ("token", "fn", "signature", "returns", "is_async")
 
     def __init__(self, token, fn, arguments, result, description, returns):
         self.token = token.decode("latin-1")
@@ -39,7 +39,6 @@ class Service:
         self.signature = Signature(self.token, int(returns), arguments, result, description)
         self.returns = returns
         self.is_async = inspect.iscoroutinefunction(fn)
-        self.result_what = "the result of %s" % self.token
 
 
 class Services:
@@ -103,9 +102,7 @@ class Incoming:
                 values = [] if result is None else list(result) if isinstance(result, tuple) else [result]
                 encode_values(values, body)
             else:
-                fields, single = sig.result_shape
-                values = [result] if single else ([] if not fields and result is None else list(result))
-                encode_arguments(fields, values, body, self.service.result_what)
+                sig.encode_result(result, body)
         except (TypeError, ValueError, OverflowError) as e:
             self.core.session.answer(ev.txn, ev.token, ev.ctx, code=HANDLER_FAILED, text=str(e))
             return

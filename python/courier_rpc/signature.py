@@ -300,6 +300,7 @@ class Signature:
         # Integers only (the common case, calc's ADD_): one struct writes the arguments, and the
         # items are read by comparing their tags; anything else, or a value that does not fit,
         # takes the general path (which names the fault).
+        self._result_what = "the result of %s" % token
         self._int_args = _all_integers(self.argument_fields)
         self._int_result = (_all_integers(self.result_shape[0]) if self.result_shape is not None
                             and self.result_shape[1] else None)
@@ -320,6 +321,20 @@ class Signature:
             raise ArgumentError("%s declares no signature: call it with conn.call(%r, ...) and typed values"
                                 % (self.token, self.token))
         encode_arguments(self.argument_fields, values, out, "%s%s" % (self.token, self.arguments))
+
+    def encode_result(self, value, out):
+        """A handler's result written by the result signature (a server's answer): the one value of
+        a single type, a sequence for several fields, None for ()."""
+        ints = self._int_result
+        if ints is not None and value.__class__ is not bool:
+            try:
+                out += ints[0].pack(ints[1][0], value)
+                return
+            except struct.error:
+                pass  # the general path names the fault
+        fields, single = self.result_shape
+        values = [value] if single else ([] if not fields and value is None else list(value))
+        encode_arguments(fields, values, out, self._result_what)
 
     def read_arguments(self, items):
         """A call's items read against the arguments (read_fields, with the integers' fast path)."""

@@ -88,3 +88,21 @@ def test_integer_fast_path_matches_the_general_path():
     assert sig.read_result(check_body(b"\x04\x07\x00\x00\x00")) == 7
     with pytest.raises(ProtocolError):
         sig.read_result(check_body(b"\x05" + bytes(8)))
+
+
+def test_result_encoding_fast_and_general():
+    sig = Signature("ONE_", 1, "()", "int32", "")
+    out = bytearray()
+    sig.encode_result(7, out)
+    assert bytes(out) == b"\x04\x07\x00\x00\x00"
+    for bad in (True, 2**31, 1.0, "7"):
+        with pytest.raises(ArgumentError):
+            sig.encode_result(bad, bytearray())
+    pair = Signature("TWO_", 1, "()", "(int32 a, string b)", "")
+    out = bytearray()
+    pair.encode_result((1, "x"), out)
+    assert check_body(bytes(out)) == [(4, 1), (12, b"x")]
+    none = Signature("NONE", 0, "()", "()", "")
+    out = bytearray()
+    none.encode_result(None, out)
+    assert out == b""
