@@ -126,21 +126,35 @@ struct add {
 };
 using calc_api = courier::interface<std::int32_t(add)>;
 
+/// A deterministic system whose node serves `services` on one end of a socket pair; the test is the
+/// client on the other. The client goes first at the end: the connection then sees the stream end.
+struct served {
+  courier::system sys{courier::config::deterministic()};
+  net::node node{sys};
+  peer client;
+
+  explicit served(std::shared_ptr<const net::service_table> services, const net::connection_config& cfg = {})
+      : served(*net::socket_pair(), std::move(services), cfg) {}
+
+ private:
+  served(std::pair<net::socket, net::socket> ends, std::shared_ptr<const net::service_table> services,
+         const net::connection_config& cfg)
+      : client(std::move(ends.second), wire::role::initiator) {
+    REQUIRE(node.serve_connection(std::move(services), std::move(ends.first), cfg));
+  }
+};
+
 }  // namespace
 
 TEST_CASE("served: calls answered in order, an unknown token refused, a send answered by nothing",
           "[net][connection_core]") {
   courier_test::watchdog wd("connection core: served calls", 30s);
-  courier::system sys{courier::config::deterministic()};
-  net::node node{sys};
-  CHECK(node.polled_by_system());
-  auto [ours, theirs] = *net::socket_pair();
-  REQUIRE(node.serve_connection(greeter(), std::move(ours)));
-  peer client(std::move(theirs), wire::role::initiator);
-  client.open(sys);
-  CHECK(client.read().empty());
+  served s(greeter());
+  CHECK(s.node.polled_by_system());
+  s.client.open(s.sys);
+  CHECK(s.client.read().empty());
 
-  client.write(R"(call token="HELO" txn=1 ctx=0
+  s.client.write(R"(call token="HELO" txn=1 ctx=0
   string "ann"
 call token="XXXX" txn=2 ctx=0
 send token="HELO" txn=0 ctx=0
@@ -148,9 +162,9 @@ send token="HELO" txn=0 ctx=0
 call token="HELO" txn=3 ctx=0
   string "bob"
 )");
-  CHECK(client.read().empty());  // nothing runs until the system does
-  settle(sys);
-  const std::string answered = client.read();
+  CHECK(s.client.read().empty());  // nothing runs until the system does
+  settle(s.sys);
+  const std::string answered = s.client.read();
   CHECK(answered == R"(reply token="HELO" txn=1 ctx=0
   string "hello ann"
 error token="XXXX" txn=2 ctx=0
@@ -159,67 +173,59 @@ error token="XXXX" txn=2 ctx=0
 reply token="HELO" txn=3 ctx=0
   string "hello bob"
 )");
-  client.close();
-  settle(sys);
+  s.client.close();
+  settle(s.sys);
 }
 
 TEST_CASE("served: reading pauses while max_in_flight calls wait for their answers", "[net][connection_core]") {
   courier_test::watchdog wd("connection core: back-pressure", 30s);
-  courier::system sys{courier::config::deterministic()};
-  net::node node{sys};
   std::vector<net::deferred_reply> held;
-  auto [ours, theirs] = *net::socket_pair();
   net::connection_config cfg;
   cfg.max_in_flight = 2;
-  REQUIRE(node.serve_connection(greeter(&held), std::move(ours), cfg));
-  peer client(std::move(theirs), wire::role::initiator);
-  client.open(sys);
+  served s(greeter(&held), cfg);
+  s.client.open(s.sys);
 
-  client.write(R"(call token="HOLD" txn=1 ctx=0
+  s.client.write(R"(call token="HOLD" txn=1 ctx=0
 call token="HOLD" txn=2 ctx=0
 call token="HOLD" txn=3 ctx=0
 call token="HOLD" txn=4 ctx=0
 call token="HOLD" txn=5 ctx=0
 )");
-  settle(sys);
+  settle(s.sys);
   CHECK(held.size() == 2);  // the other three wait, unread or undispatched
-  CHECK(client.read().empty());
+  CHECK(s.client.read().empty());
 
   held[0].deliver([](wire::frame_writer& w) { w.add(std::int32_t{1}); });
-  settle(sys);
+  settle(s.sys);
   CHECK(held.size() == 3);  // one answered: one more taken
   held[1].deliver([](wire::frame_writer& w) { w.add(std::int32_t{2}); });
   held[2].deliver([](wire::frame_writer& w) { w.add(std::int32_t{3}); });
-  settle(sys);
+  settle(s.sys);
   CHECK(held.size() == 5);
   held[3].deliver([](wire::frame_writer& w) { w.add(std::int32_t{4}); });
   held[4].deliver([](wire::frame_writer& w) { w.add(std::int32_t{5}); });
-  settle(sys);
+  settle(s.sys);
   std::string want;
   for (int i = 1; i <= 5; ++i)
     want += "reply token=\"HOLD\" txn=" + std::to_string(i) + " ctx=0\n  int32 " + std::to_string(i) + "\n";
-  CHECK(client.read() == want);
-  client.close();
-  settle(sys);
+  CHECK(s.client.read() == want);
+  s.client.close();
+  settle(s.sys);
 }
 
 TEST_CASE("served: a frame with a bad magic is refused with ERROR and the connection closed",
           "[net][connection_core]") {
   courier_test::watchdog wd("connection core: bad magic", 30s);
-  courier::system sys{courier::config::deterministic()};
-  net::node node{sys};
-  auto [ours, theirs] = *net::socket_pair();
-  REQUIRE(node.serve_connection(greeter(), std::move(ours)));
-  peer client(std::move(theirs), wire::role::initiator);
-  client.open(sys);
+  served s(greeter());
+  s.client.open(s.sys);
   std::vector<std::byte> bad(32, std::byte{0});
   bad[0] = std::byte{'X'};
-  client.write_bytes(bad);
-  settle(sys);
-  const std::string text = client.read();
+  s.client.write_bytes(bad);
+  settle(s.sys);
+  const std::string text = s.client.read();
   CHECK(text.rfind("error ", 0) == 0);
   CHECK(text.find("uint32 3\n") != std::string::npos);  // bad_magic
-  CHECK(client.ended());
+  CHECK(s.client.ended());
 }
 
 TEST_CASE("connecting: a request goes out when the system runs, and its reply settles it", "[net][connection_core]") {
@@ -273,119 +279,103 @@ call token="ADD_" txn=2 ctx=0
 TEST_CASE("served: a silent peer is pinged after ping_interval, and ended as dead after the intervals",
           "[net][connection_core]") {
   courier_test::watchdog wd("connection core: keepalive", 30s);
-  courier::system sys{courier::config::deterministic()};
-  net::node node{sys};
-  auto [ours, theirs] = *net::socket_pair();
   net::connection_config cfg;
   cfg.ping_interval = 1000ms;
   cfg.dead_after_intervals = 3;
-  REQUIRE(node.serve_connection(greeter(), std::move(ours), cfg));
-  peer client(std::move(theirs), wire::role::initiator);
-  client.open(sys);
+  served s(greeter(), cfg);
+  s.client.open(s.sys);
 
-  sys.advance_time(999ms);
-  settle(sys);
-  CHECK(client.read().empty());  // not silent for long enough yet
-  sys.advance_time(1ms);
-  settle(sys);
-  const std::string ping = client.read();
+  s.sys.advance_time(999ms);
+  settle(s.sys);
+  CHECK(s.client.read().empty());  // not silent for long enough yet
+  s.sys.advance_time(1ms);
+  settle(s.sys);
+  const std::string ping = s.client.read();
   CHECK(ping.rfind("ping ", 0) == 0);
-  CHECK_FALSE(client.ended());
+  CHECK_FALSE(s.client.ended());
 
   // Time moves in steps no longer than the connection's next deadline: a jump past it is a stall
   // of ours, and a ping sent late gives the peer its whole interval from when it went out.
-  sys.advance_time(1000ms);
-  settle(sys);
-  CHECK(client.read().rfind("ping ", 0) == 0);  // the second, unanswered too
-  sys.advance_time(999ms);                      // 2,999 ms of silence
-  settle(sys);
-  CHECK_FALSE(client.ended());
-  CHECK(node.connections() == 1);
-  sys.advance_time(1ms);  // three intervals: dead
-  settle(sys);
-  CHECK(client.read().empty());  // ended without a word: the peer is not listening
-  CHECK(client.ended());
-  CHECK(node.connections() == 0);
+  s.sys.advance_time(1000ms);
+  settle(s.sys);
+  CHECK(s.client.read().rfind("ping ", 0) == 0);  // the second, unanswered too
+  s.sys.advance_time(999ms);                      // 2,999 ms of silence
+  settle(s.sys);
+  CHECK_FALSE(s.client.ended());
+  CHECK(s.node.connections() == 1);
+  s.sys.advance_time(1ms);  // three intervals: dead
+  settle(s.sys);
+  CHECK(s.client.read().empty());  // ended without a word: the peer is not listening
+  CHECK(s.client.ended());
+  CHECK(s.node.connections() == 0);
 }
 
 TEST_CASE("served: a peer that answers each ping stays, however long it is otherwise silent",
           "[net][connection_core]") {
   courier_test::watchdog wd("connection core: keepalive answered", 30s);
-  courier::system sys{courier::config::deterministic()};
-  net::node node{sys};
-  auto [ours, theirs] = *net::socket_pair();
   net::connection_config cfg;
   cfg.ping_interval = 1000ms;
   cfg.dead_after_intervals = 3;
-  REQUIRE(node.serve_connection(greeter(), std::move(ours), cfg));
-  peer client(std::move(theirs), wire::role::initiator);
-  client.open(sys);
+  served s(greeter(), cfg);
+  s.client.open(s.sys);
   for (int i = 1; i <= 10; ++i) {
-    sys.advance_time(1000ms);
-    settle(sys);
-    const std::string ping = client.read();
+    s.sys.advance_time(1000ms);
+    settle(s.sys);
+    const std::string ping = s.client.read();
     INFO("ping " << i << ": " << ping);
     REQUIRE(ping == "ping token=\"\\x00\\x00\\x00\\x00\" txn=" + std::to_string(i) + " ctx=0\n");
-    client.write("pong token=\"\\x00\\x00\\x00\\x00\" txn=" + std::to_string(i) + " ctx=0\n");
-    settle(sys);
+    s.client.write("pong token=\"\\x00\\x00\\x00\\x00\" txn=" + std::to_string(i) + " ctx=0\n");
+    settle(s.sys);
   }
-  CHECK_FALSE(client.ended());
-  CHECK(node.connections() == 1);
-  client.close();
-  settle(sys);
+  CHECK_FALSE(s.client.ended());
+  CHECK(s.node.connections() == 1);
+  s.client.close();
+  settle(s.sys);
 }
 
 TEST_CASE("served: a peer that never sends its handshake is ended at handshake_timeout", "[net][connection_core]") {
   courier_test::watchdog wd("connection core: handshake time-out", 30s);
-  courier::system sys{courier::config::deterministic()};
-  net::node node{sys};
-  auto [ours, theirs] = *net::socket_pair();
   net::connection_config cfg;
   cfg.handshake_timeout = 500ms;
-  REQUIRE(node.serve_connection(greeter(), std::move(ours), cfg));
-  peer client(std::move(theirs), wire::role::initiator);
-  settle(sys);
-  CHECK(client.read().rfind("handshake ", 0) == 0);  // ours goes first, at once
-  sys.advance_time(499ms);
-  settle(sys);
-  CHECK(client.read().empty());
-  CHECK_FALSE(client.ended());
-  sys.advance_time(1ms);
-  settle(sys);
-  const std::string refused = client.read();
+  served s(greeter(), cfg);
+  settle(s.sys);
+  CHECK(s.client.read().rfind("handshake ", 0) == 0);  // ours goes first, at once
+  s.sys.advance_time(499ms);
+  settle(s.sys);
+  CHECK(s.client.read().empty());
+  CHECK_FALSE(s.client.ended());
+  s.sys.advance_time(1ms);
+  settle(s.sys);
+  const std::string refused = s.client.read();
   CHECK(refused.rfind("error ", 0) == 0);
   CHECK(refused.find("uint32 22\n") != std::string::npos);  // bad_handshake
-  CHECK(client.ended());
+  CHECK(s.client.ended());
 }
 
 TEST_CASE("served: a session idle for idle_timeout is closed in order, and a call restarts the count",
           "[net][connection_core]") {
   courier_test::watchdog wd("connection core: idle time-out", 30s);
-  courier::system sys{courier::config::deterministic()};
-  net::node node{sys};
-  auto [ours, theirs] = *net::socket_pair();
   net::connection_config cfg;
   cfg.idle_timeout = 2000ms;
   cfg.ping_interval = 0ms;
-  REQUIRE(node.serve_connection(greeter(), std::move(ours), cfg));
-  peer client(std::move(theirs), wire::role::initiator);
-  client.open(sys);
+  served s(greeter(), cfg);
+  s.client.open(s.sys);
 
-  sys.advance_time(1500ms);
-  settle(sys);
-  client.write(R"(call token="HELO" txn=1 ctx=0
+  s.sys.advance_time(1500ms);
+  settle(s.sys);
+  s.client.write(R"(call token="HELO" txn=1 ctx=0
   string "ann"
 )");
-  settle(sys);
-  CHECK(client.read() == R"(reply token="HELO" txn=1 ctx=0
+  settle(s.sys);
+  CHECK(s.client.read() == R"(reply token="HELO" txn=1 ctx=0
   string "hello ann"
 )");
-  sys.advance_time(1999ms);  // 3,499 ms since the start, 1,999 since the call
-  settle(sys);
-  CHECK(client.read().empty());
-  sys.advance_time(1ms);
-  settle(sys);
-  const std::string closing = client.read();
+  s.sys.advance_time(1999ms);  // 3,499 ms since the start, 1,999 since the call
+  settle(s.sys);
+  CHECK(s.client.read().empty());
+  s.sys.advance_time(1ms);
+  settle(s.sys);
+  const std::string closing = s.client.read();
   CHECK(closing.rfind("close ", 0) == 0);
   CHECK(closing.find("idle for 2000 ms") != std::string::npos);
 }
