@@ -29,6 +29,7 @@ from .core import Core, CourierError, Services
 from .wire import SYSTEM_SHUTDOWN, error_frame
 
 TICK = 0.05  # the session timers' resolution: the spec lets a time-out expire up to 100 ms late
+READ_SIZE = 64 * 1024  # the most one receive takes (below glibc's 128 KiB mmap threshold)
 
 
 class Server:
@@ -269,6 +270,12 @@ class _Connection(asyncio.Protocol):
         srv._connections.add(self)
         self.core = srv._new_core()
         transport.set_write_buffer_limits(high=srv.outbound_high_water)
+        if hasattr(transport, "max_size"):
+            # The selector transport receives with recv(max_size), 256 KiB by default: a buffer that
+            # large is mmap'ed, mremap'ed and munmap'ed by the C library on every read (strace: the
+            # three calls once per call answered), about as much time as the call's own work. 64 KiB
+            # reads come from the heap; a frame larger than that arrives in several reads.
+            transport.max_size = READ_SIZE
         self.core.start()
         self._flush()
         self.timers = self.loop.create_task(self._timers())  # held: the loop keeps tasks only weakly

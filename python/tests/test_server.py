@@ -88,6 +88,20 @@ def test_courier_perf_measures_the_python_server(py_serve, transport):
 
 
 @pytest.mark.parametrize("transport", ["uds", "tcp", "pipe"])
+def test_frames_larger_than_one_read_both_ways(py_serve, transport):
+    """The server reads at most 64 KiB at a time (server.READ_SIZE): a call of several megabytes
+    arrives in many reads, and its echo, larger than the socket's buffer, is written completely;
+    calls before and after it on the connection are answered as usual."""
+    ep, _ = py_serve(PERF, transport, ["--silent"])
+    big = bytes(range(256)) * (3 * 4096 + 7)  # 3 MiB and some: never a multiple of a read
+    with courier_rpc.connect(timeout=20, **ep) as conn:
+        assert conn.call("BFL_", 1, 2) == [1, 2]
+        for _ in range(2):
+            assert conn.call("BFL_", big, "tail") == [big, "tail"]
+        assert conn.call("BFL_", 3) == [3]
+
+
+@pytest.mark.parametrize("transport", ["uds", "tcp", "pipe"])
 def test_python_client_calls_the_python_server(py_serve, transport):
     ep, _ = py_serve(CALC, transport)
     with courier_rpc.connect(timeout=10, **ep) as conn:
