@@ -120,3 +120,66 @@ def test_child_contexts_and_orderly_close(pair):
     client.close("done")
     pump(client, server)
     assert client.state == server.state == "closed"
+
+
+def _acceptor(fast):
+    served = Services()
+    served.add("ADD3", lambda a, b, c: [a, b, c], "(int8 a, uint16 b, int64 c)", "(int8 a, uint16 b, int64 c)")
+    served.add("MIX_", lambda a, s: [a, s], "(int32 a, string s)", "(int32 a, string s)")
+    children = Services()
+    children.add("ADD3", lambda a, b, c: [a, b, c], "(int8 a, uint16 b, int64 c)", "(int8 a, uint16 b, int64 c)")
+    server = Core("acceptor", "s", served, lambda kind, name: children, 4)
+    if not fast:
+        server.session.fast_args = None
+    client = Core("initiator", "c")
+    server.start()
+    client.start()
+    pump(client, server)
+    return server
+
+
+def test_fast_argument_reading_answers_as_the_general_path():
+    """A call whose body is exactly its integer arguments is read in one step (Core._fast_args);
+    every frame below gets, byte for byte, the answers and events the general path gives."""
+    from courier_rpc.wire import CALL, CLOSE, SEND, T_BOOL, T_I8, T_I32, T_I64, T_U16, enc_item, frame
+    good = enc_item(T_I8, -5) + enc_item(T_U16, 65535) + enc_item(T_I64, -2**63)
+    frames = [
+        frame(CALL, good, b"ADD3", 1),
+        frame(CALL, good[:-1], b"ADD3", 2),                       # truncated: 11
+        frame(CALL, good + enc_item(T_I8, 1), b"ADD3", 3),         # an item too many
+        frame(CALL, enc_item(T_I32, -5) + good[2:], b"ADD3", 4),   # another width, same length off
+        frame(CALL, enc_item(T_BOOL, 1) + good[2:], b"ADD3", 5),   # a bool where an int8 goes
+        frame(CALL, bytes([0x7F]) + good[1:], b"ADD3", 6),         # a bad tag
+        frame(CALL, good, b"ADD3", 0),                            # transaction id 0: 24
+        frame(CALL, good, b"ADD3", 7, flags=1),                   # flags: 6
+        frame(CALL, good, b"ADD3", 8, ctx=2),                     # a child that is not open
+        frame(CALL, good, b"NONE", 9),                            # no such service
+        frame(CALL, enc_item(T_I32, 1) + enc_item(T_I32, 2), b"MIX_", 10),
+        frame(SEND, good, b"ADD3"),
+        frame(CALL, good, b"AD\x013", 11),                        # a bad token
+        frame(CLOSE),
+        frame(CALL, good, b"ADD3", 12),                           # after the close completed: nothing
+    ]
+    fast, general = _acceptor(True), _acceptor(False)
+    seen = []
+    for f in frames:
+        got = []
+        for core in (fast, general):
+            incoming = core.feed(f)
+            args = [list(inc.args) for inc in incoming]
+            run_incoming(incoming)
+            got.append((args, core.output(), core.state, core.session.calls_unanswered))
+        assert got[0] == got[1], f
+        seen.append(got[0])
+    assert seen[0][0] == [[-5, 65535, -2**63]] and seen[0][2] == "open"
+    assert [s[0] for s in seen[1:7]] == [[]] * 6 and seen[11][0] == [[-5, 65535, -2**63]]  # the send
+    assert seen[-1][2] == "closed" and general.session.spoiled_frames == fast.session.spoiled_frames > 0
+
+
+def test_fast_argument_reading_keeps_the_values():
+    server = _acceptor(True)
+    from courier_rpc.wire import CALL, T_I8, T_I64, T_U16, enc_item, frame
+    body = enc_item(T_I8, -128) + enc_item(T_U16, 7) + enc_item(T_I64, 2**63 - 1)
+    incoming = server.feed(frame(CALL, body, b"ADD3", 1))
+    assert [inc.args for inc in incoming] == [[-128, 7, 2**63 - 1]]
+    assert incoming[0].ev.items is None and incoming[0].ev.args == [-128, 7, 2**63 - 1]
