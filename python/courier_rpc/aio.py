@@ -12,12 +12,10 @@ time in arrival order in a task of their own (a coroutine handler is awaited the
 """
 
 import asyncio
-import socket
-import subprocess
 
 from .client import parse_services
 from .core import CourierError, Core
-from .transport import Child, endpoint_from
+from .transport import endpoint_from, start_pipe_server
 from .wire import CONNECTION_LOST, NO_SUCH_SERVICE, REFLECTION_TOKEN, REQUEST_TIMEOUT, ZERO_TOKEN, as_token, to_python
 
 TICK = 0.05
@@ -332,15 +330,7 @@ async def connect(*target, uds=None, tcp=None, host=None, port=None, pipe=None, 
                 handshake_timeout=timeout, close_timeout=timeout, max_frame=max_frame)
     child = None
     if ep.kind == "pipe":
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            proc = subprocess.Popen(ep.command, stdin=theirs.fileno(), stdout=theirs.fileno(), close_fds=True)
-        except BaseException:
-            ours.close()
-            raise
-        finally:
-            theirs.close()
-        child = Child(proc)
+        ours, child = start_pipe_server(ep.command)
     conn = AsyncConnection(core, timeout, child)
     try:
         if ep.kind == "pipe":

@@ -83,20 +83,25 @@ class Child:
             self.proc.wait()
 
 
+def start_pipe_server(command):
+    """Starts a pipe server on a socket pair: our end of it (blocking) and the server's Child."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        # The server takes fds 0 and 1 as its connection (docs/protocol.md section 1); its stderr
+        # stays ours, for its messages.
+        proc = subprocess.Popen(command, stdin=theirs.fileno(), stdout=theirs.fileno(), close_fds=True)
+    except BaseException:
+        ours.close()
+        raise
+    finally:
+        theirs.close()
+    return ours, Child(proc)
+
+
 def open_socket(ep, timeout):
     """A connected socket (blocking) and the Child of a pipe server, or OSError."""
     if ep.kind == "pipe":
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            # The server takes fds 0 and 1 as its connection (docs/protocol.md section 1); its stderr
-            # stays ours, for its messages.
-            proc = subprocess.Popen(ep.command, stdin=theirs.fileno(), stdout=theirs.fileno(), close_fds=True)
-        except BaseException:
-            ours.close()
-            raise
-        finally:
-            theirs.close()
-        return ours, Child(proc)
+        return start_pipe_server(ep.command)
     if ep.kind == "uds":
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
