@@ -28,6 +28,7 @@ import tempfile
 import time
 
 import courier_rpc
+from courier_rpc.transport import stop_process
 
 TARGET_RATIO = 3.0
 TARGET_RATE = 25000
@@ -65,13 +66,7 @@ class Process:
             line += chunk
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, 5)
         self.proc.stderr.close()
 
 

@@ -75,12 +75,19 @@ class Child:
             return
         except subprocess.TimeoutExpired:
             pass
-        self.proc.terminate()
-        try:
-            self.proc.wait(1.0)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_process(self.proc, 1.0)
+
+
+def stop_process(proc, grace):
+    """Terminates `proc` if it still runs; kills it when it has not exited `grace` seconds later."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def start_pipe_server(command):

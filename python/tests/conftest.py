@@ -13,6 +13,8 @@ import pytest
 # The tests run against the package in this tree, installed or not.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from courier_rpc.transport import stop_process  # noqa: E402 (after the path above)
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 VECTORS = os.path.join(REPO, "tests", "vectors")
 BIN_DIR = os.environ.get("COURIER_BIN_DIR")
@@ -86,13 +88,7 @@ class Server:
         return ["--uds", "--file", self.file] if self.transport == "uds" else ["--tcp", "--port", str(self.port)]
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, 5)
         self.proc.stderr.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
