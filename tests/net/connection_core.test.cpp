@@ -4,12 +4,10 @@
 // the socket), so every conversation replays the same on every run and under the sanitizers.
 #include <catch2/catch.hpp>
 
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <array>
-#include <cerrno>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -21,7 +19,6 @@
 #include "courier/net/services.hpp"
 #include "courier/system.hpp"
 #include "courier/wire/print.hpp"
-#include "net_test_util.hpp"
 #include "watchdog.hpp"
 #include "wire/frame_text.hpp"
 
