@@ -156,6 +156,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "courier-perf: --load-modes goes with --load\n");
     return 2;
   }
+  if (o.load == 0 && o.load_rounds != 3) {
+    std::fprintf(stderr, "courier-perf: --load-rounds goes with --load\n");
+    return 2;
+  }
   const auto modes_named = [](const std::vector<std::string>& names) {
     std::vector<perf::start_mode> modes;
     for (const auto& name : names) modes.push_back(mode_names.at(name));

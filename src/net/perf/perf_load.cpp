@@ -358,17 +358,16 @@ struct loaded_server {
   /// The round of the median rate, with the medians of the rounds' p50 and p99.
   load_figures result(const load_options& opts) const {
     if (rounds.empty()) return {};
-    const auto median = [this](auto key) {
-      std::vector<double> v;
-      for (const auto& f : rounds) v.push_back(key(f));
-      std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-      return v[v.size() / 2];
+    std::vector<load_figures> sorted = rounds;
+    const auto middle = sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2);
+    const auto median = [&](auto key) {
+      std::nth_element(sorted.begin(), middle, sorted.end(),
+                       [&](const auto& a, const auto& b) { return key(a) < key(b); });
+      return *middle;
     };
-    const double rate = median([](const load_figures& f) { return f.per_second(); });
-    load_figures r =
-        *std::find_if(rounds.begin(), rounds.end(), [rate](const load_figures& f) { return f.per_second() == rate; });
-    r.p50_us = median([](const load_figures& f) { return f.p50_us; });
-    r.p99_us = median([](const load_figures& f) { return f.p99_us; });
+    load_figures r = median([](const load_figures& f) { return f.per_second(); });
+    r.p50_us = median([](const load_figures& f) { return f.p50_us; }).p50_us;
+    r.p99_us = median([](const load_figures& f) { return f.p99_us; }).p99_us;
     r.server_bytes_per_client = most > before ? (most - before) / opts.clients : 0;
     return r;
   }
