@@ -14,7 +14,7 @@ time in arrival order in a task of their own (a coroutine handler is awaited the
 import asyncio
 
 from .client import parse_services
-from .core import CourierError, Core
+from .core import CourierError, Core, CoreView
 from .transport import endpoint_from, start_pipe_server
 from .wire import CONNECTION_LOST, NO_SUCH_SERVICE, REFLECTION_TOKEN, REQUEST_TIMEOUT, ZERO_TOKEN, as_token, to_python
 
@@ -141,7 +141,7 @@ class _Protocol(asyncio.Protocol):
         self.conn._transport_closed.set()
 
 
-class AsyncConnection(_AsyncCaller):
+class AsyncConnection(_AsyncCaller, CoreView):
     """A client connection on an asyncio event loop. Use courier_rpc.aio.connect() to make one."""
 
     def __init__(self, core, timeout, child):
@@ -158,21 +158,6 @@ class AsyncConnection(_AsyncCaller):
         self._flush_scheduled = False
         self._work = None
         self._server_task = None
-
-    @property
-    def state(self):
-        return self._core.state
-
-    @property
-    def dropped_replies(self):
-        """Answers that came for calls nobody waited for any more (time-out, cancelled)."""
-        return self._core.dropped_replies
-
-    @property
-    def peer_limits(self):
-        s = self._core.session
-        return {"max_frame": s.agreed_max_frame_size, "max_items": s.agreed_max_items,
-                "max_depth": s.agreed_max_depth, "max_child_contexts": s.agreed_max_child_contexts}
 
     # -- calls ----------------------------------------------------------------------------------------
     async def _exchange(self, token, body, ctx, timeout, read):

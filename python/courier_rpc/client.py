@@ -17,7 +17,7 @@ import threading
 import time
 import weakref
 
-from .core import CourierError, Core
+from .core import CourierError, Core, CoreView
 from .signature import Signature
 from .transport import endpoint_from, open_socket
 from .wire import CONNECTION_LOST, REFLECTION_TOKEN, REQUEST_TIMEOUT, ZERO_TOKEN, PROTOCOL_ERROR, as_token, to_python
@@ -139,7 +139,7 @@ class Context(_Caller):
             self.close()
 
 
-class Connection(_Caller):
+class Connection(_Caller, CoreView):
     """A client connection. Use connect() to make one."""
 
     def __init__(self, endpoint, name="courier-rpc", timeout=10.0, keepalive=10.0, services=None,
@@ -191,22 +191,6 @@ class Connection(_Caller):
         return self
 
     # -- the public rest ------------------------------------------------------------------------------
-    @property
-    def state(self):
-        """handshaking, open, closing (a close was sent), closed or failed (docs/protocol.md section 11)."""
-        return self._core.state
-
-    @property
-    def peer_limits(self):
-        s = self._core.session
-        return {"max_frame": s.agreed_max_frame_size, "max_items": s.agreed_max_items,
-                "max_depth": s.agreed_max_depth, "max_child_contexts": s.agreed_max_child_contexts}
-
-    @property
-    def dropped_replies(self):
-        """Answers that came for calls nobody waited for any more (given up on at their time-out)."""
-        return self._core.dropped_replies
-
     def open_context(self, name="", kind=None, services=None, timeout=None):
         """Opens a child context and waits for the peer's answer; `kind` names the kind of child
         (a token; None for the default), `services` what this end serves in it (a Services)."""

@@ -119,6 +119,26 @@ class Incoming:
         self.core.session.answer(ev.txn, ev.token, ev.ctx, code=code, text=text)
 
 
+class CoreView:
+    """What a connection (blocking or asyncio) tells of its Core, `self._core`."""
+
+    @property
+    def state(self):
+        """handshaking, open, closing (a close was sent), closed or failed (docs/protocol.md section 11)."""
+        return self._core.state
+
+    @property
+    def peer_limits(self):
+        s = self._core.session
+        return {"max_frame": s.agreed_max_frame_size, "max_items": s.agreed_max_items,
+                "max_depth": s.agreed_max_depth, "max_child_contexts": s.agreed_max_child_contexts}
+
+    @property
+    def dropped_replies(self):
+        """Answers that came for calls nobody waited for any more (timed out or cancelled)."""
+        return self._core.dropped_replies
+
+
 class Core:
     def __init__(self, role, name, services=None, child_services=None, max_children=0,
                  ping_interval=10.0, handshake_timeout=10.0, close_timeout=10.0,
