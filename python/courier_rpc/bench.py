@@ -28,7 +28,7 @@ import tempfile
 import time
 
 import courier_rpc
-from courier_rpc.transport import stop_process
+from courier_rpc.transport import start_server, stop_process
 
 TARGET_RATIO = 3.0
 TARGET_RATE = 25000
@@ -50,20 +50,7 @@ class Process:
 
     def __init__(self, command, folder, name):
         self.file = os.path.join(folder, name + ".sock")
-        self.proc = subprocess.Popen(list(command) + ["--uds", "--file", self.file], stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 10
-        line = b""
-        while b"serving on" not in line:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self.proc.stderr], [], [], left)[0]:
-                self.stop()
-                raise RuntimeError("%s did not start within 10 s" % command[0])
-            chunk = os.read(self.proc.stderr.fileno(), 256)
-            if not chunk:
-                self.stop()
-                raise RuntimeError("%s exited: %s" % (command[0], line.decode(errors="replace")))
-            line += chunk
+        self.proc, _ = start_server(list(command) + ["--uds", "--file", self.file], command[0])
 
     def stop(self):
         stop_process(self.proc, 5)

@@ -2,6 +2,7 @@
 server started as a child process, section 1)."""
 
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -76,6 +77,28 @@ class Child:
         except subprocess.TimeoutExpired:
             pass
         stop_process(self.proc, 1.0)
+
+
+def start_server(args, name, timeout=10.0, env=None):
+    """Starts a server that says where it serves on stderr once it listens ("serving on uds PATH",
+    "serving on tcp HOST:PORT"): its Popen (stderr a pipe) and that line. A server that exits or
+    says nothing of the kind within `timeout` seconds is stopped, and RuntimeError names it."""
+    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    deadline = time.monotonic() + timeout
+    said = b""
+    while not (b"serving on" in said and said.endswith(b"\n")):
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([proc.stderr], [], [], left)[0]:
+            why = "did not say where it serves within %g s" % timeout
+        elif not (chunk := os.read(proc.stderr.fileno(), 1)):
+            why = "exited: " + said.decode(errors="replace")
+        else:
+            said += chunk
+            continue
+        stop_process(proc, 5)
+        proc.stderr.close()
+        raise RuntimeError("%s %s" % (name, why))
+    return proc, said
 
 
 def stop_process(proc, grace):

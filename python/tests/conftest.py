@@ -1,19 +1,16 @@
 import faulthandler
 import os
 import re
-import select
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 
 import pytest
 
 # The tests run against the package in this tree, installed or not.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from courier_rpc.transport import stop_process  # noqa: E402 (after the path above)
+from courier_rpc.transport import start_server, stop_process  # noqa: E402 (after the path above)
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 VECTORS = os.path.join(REPO, "tests", "vectors")
@@ -62,21 +59,11 @@ class Server:
             args += ["--uds", "--file", self.file]
         else:
             args += ["--tcp", "--port", "0"]
-        self.proc = subprocess.Popen(args + list(extra), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, env=python_env())
-        # The server names where it serves on stderr once it listens: "serving on tcp 127.0.0.1:PORT".
-        deadline = time.monotonic() + 10
-        line = b""
-        while b"\n" not in line:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self.proc.stderr], [], [], left)[0]:
-                self.stop()
-                raise RuntimeError("%s did not say where it serves within 10 s" % name)
-            chunk = os.read(self.proc.stderr.fileno(), 1)
-            if not chunk:
-                self.stop()
-                raise RuntimeError("%s exited: %s" % (name, line))
-            line += chunk
+        try:
+            self.proc, line = start_server(args + list(extra), name, env=python_env())
+        except RuntimeError:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise
         m = re.search(rb"serving on tcp [^ ]*:(\d+)", line)
         self.port = int(m.group(1)) if m else None
         self.transport = transport
