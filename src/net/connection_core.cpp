@@ -130,6 +130,7 @@ void connection_core::start(const shell_binding& shell) {
 
 void connection_core::stop() {
   clock_.cancel();  // the timer holds a ref to this actor until it ends
+  release_tick_.cancel();
   child_wait_.cancel();
   const bool orderly = stream_.engine().state() == wire::engine_state::closed;
   fail_all(stream_.finished() ? why() : courier::error(errc::connection_lost, "the connection was stopped"));
@@ -181,7 +182,7 @@ void connection_core::on_read_retry() {
 }
 
 void connection_core::on_tick() {
-  clock_due_ = std::chrono::steady_clock::time_point::max();
+  if (!clock_.active()) clock_due_ = std::chrono::steady_clock::time_point::max();  // else a release_tick_
   // Bytes that wait in the socket arrived before this turn: they are read before any time-out is
   // judged, so a connection slow to get to its input (a busy worker, a stopped process) does not
   // charge its own delay to the peer (a handshake that came in time, a pong to our ping).
@@ -215,6 +216,7 @@ void connection_core::on_child_exited() {
 }
 
 void connection_core::turn_end() {
+  if (release_pending_ && courier::detail::hold_on_idle != shell_.actor) release_now();
   if (call_seen_) {
     call_seen_ = false;
     if (stream_.config().idle_timeout.count() != 0) last_call_ = stream_.now();
@@ -298,6 +300,7 @@ courier::detail::drive_ops::descriptors connection_core::hold_io() noexcept {
   // driver's first wait then looks at the mailbox once.
   if (made_now) signal_driver();
   if (!link_ || stream_.finished()) return {-1, signal};
+  release_pending_ = false;
   if (!held_) {
     held_ = true;
     update_registration();
@@ -305,8 +308,32 @@ courier::detail::drive_ops::descriptors connection_core::hold_io() noexcept {
   return {stream_.fd(), signal};
 }
 
+// A thread that calls again soon would take the socket out of the reactor again at once: two
+// epoll_ctl calls per call for nothing (a fifth of a call's system calls where both processes
+// share a CPU). So EPOLLIN goes back at the connection's next turn on a worker (another actor's
+// call through it, a tick, a stop), at the latest redrive_window after the first release that
+// found no tick on its way: until then what the peer sends on its own waits in the socket, and
+// the driver's next call reads it first. The tick has a timer of its own because this runs on
+// the driver's thread, where cancelling the clock would leave its record (and a reference to
+// the actor) in the system's timer until the clock's own deadline.
 void connection_core::release_io() noexcept {
   if (!held_) return;
+  if (!link_ || stopped_ || stream_.finished() || stream_.uses_virtual_clock()) {
+    release_now();  // nothing left to save, or a clock that moves only when a test moves it
+    return;
+  }
+  release_pending_ = true;
+  if (release_tick_.active()) return;
+  try {
+    release_tick_ =
+        courier::detail::send_after(shell_.actor, shell_.connection_tick, connection_tick{}, redrive_window);
+  } catch (...) {
+    release_now();  // out of memory for the tick: give the socket back now
+  }
+}
+
+void connection_core::release_now() noexcept {
+  release_pending_ = false;
   held_ = false;
   update_registration();  // re-reports what arrived while it was out (edge-triggered: on MOD)
 }

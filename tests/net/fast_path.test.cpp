@@ -293,6 +293,26 @@ TEST_CASE("a peer that dies while a thread drives the connection: connection_los
   });
 }
 
+TEST_CASE("after a thread's asks, what the peer sends on its own is read with no further call", "[net][fast_path]") {
+  courier_test::watchdog wd("fast path: the socket goes back to the reactor", 90s);
+  each_transport("fp-redrive", [](const endpoint& at) {
+    server srv(at, {});
+    good_client client(srv.where);
+    for (int i = 0; i < 100; ++i) REQUIRE(client.works(i, 1));  // driven: the socket leaves the reactor
+    courier::system watch_sys;
+    std::promise<courier::error> down;
+    watch_sys.spawn<down_watcher>(client.ref, &down);
+    // The server closes in order: its close completes only once the client reads it and answers,
+    // which no call of the client's prompts now. Were the socket still out of the reactor, the stop
+    // would wait out its whole grace.
+    const auto t0 = std::chrono::steady_clock::now();
+    srv.net.stop(courier_test::scaled(15s));
+    CHECK(std::chrono::steady_clock::now() - t0 < courier_test::scaled(5s));
+    auto seen = down.get_future();
+    REQUIRE(seen.wait_for(courier_test::scaled(5s)) == std::future_status::ready);
+  });
+}
+
 TEST_CASE("output to a peer that stops reading is written once it reads again", "[net][fast_path]") {
   courier_test::watchdog wd("fast path: write interest on demand", 60s);
   each_transport("fp-stall", [](const endpoint& at) {

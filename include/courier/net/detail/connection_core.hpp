@@ -272,6 +272,7 @@ class connection_core {
   void start_session();
   void log_session(log_level level, std::string_view what) noexcept;
   void end_session() noexcept;
+  void release_now() noexcept;
 
  public:
   // The plain-thread driving hooks (courier::detail::drive_ops, through the shell): while a plain
@@ -281,6 +282,8 @@ class connection_core {
   // accepting side's on first use).
   courier::detail::drive_ops::descriptors hold_io() noexcept;
   void release_io() noexcept;
+  /// How long EPOLLIN stays out at most after a driver let go, for its next call (release_io).
+  static constexpr std::chrono::milliseconds redrive_window{1};
   /// The socket turned readable for the driver: an io_ready, as the reactor would have queued.
   void io_readable() noexcept {
     if (link_) link_->on_io(EPOLLIN);
@@ -295,12 +298,16 @@ class connection_core {
 
   shell_binding shell_;
   std::unique_ptr<reactor_registration> link_;
-  timer_handle clock_;  // the connection_tick on its way
+  timer_handle clock_;         // the connection_tick on its way
+  timer_handle release_tick_;  // the connection_tick that ends a lazy release (release_io)
   std::chrono::steady_clock::time_point clock_due_ = std::chrono::steady_clock::time_point::max();
   bool retry_pending_ = false;      // a read_retry is on its way
   bool watching_writable_ = false;  // EPOLLOUT is in the registration: output waits
   bool held_ = false;               // a plain thread drives the connection: EPOLLIN is out
-  bool read_was_open_ = false;      // the handshake had ended when the current read began
+  // The driver let go and EPOLLIN is not back yet: the next worker turn puts it back, at the
+  // latest the one release_tick_ brings (release_io says why it waits).
+  bool release_pending_ = false;
+  bool read_was_open_ = false;  // the handshake had ended when the current read began
   std::atomic<int> driver_signal_{-1};
 
   context_router router_;  // the dynamic services of the parent (may be none) and of open children

@@ -160,6 +160,7 @@ class wire_stream {
     if (!virtual_clock_) return std::chrono::steady_clock::now();
     return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(courier::detail::timer_now_ns(clock_)));
   }
+  bool uses_virtual_clock() const noexcept { return virtual_clock_; }
 
  private:
   void after_engine_step();
