@@ -65,8 +65,12 @@ bool on_worker_thread() noexcept { return this_worker != nullptr; }
 
 bool is_manual(const system_core* core) noexcept { return core->manual; }
 
-void poll_io_after_turn() noexcept {
-  if (worker* w = this_worker; w != nullptr) w->poll_after_turn = true;
+void poll_io_after_turn(const void* poller, std::uint64_t source) noexcept {
+  if (worker* w = this_worker; w != nullptr) {
+    w->poll_after_turn = true;
+    w->answer_poller = poller;
+    w->answer_source = source;
+  }
 }
 
 bool drive_once(system_core* core) {
@@ -211,6 +215,15 @@ void drain_signal(int fd) noexcept {
 }
 
 }  // namespace
+
+// What the read of a turn that await_answer started by a report found: whether reporting without
+// a poll still pays.
+void note_io_read(bool found) noexcept {
+  if (worker* w = this_worker; w != nullptr && w->reported_unlooked) {
+    w->reported_unlooked = false;
+    this_thread_spin.read_unlooked(found);
+  }
+}
 
 // libmsgque's END_AND_WAIT and Go's netpoller: the thread that waits for a reply reads it itself,
 // so the reply costs the wake-up of that thread alone (a raw client's), not a worker's and then
@@ -495,9 +508,22 @@ bool worker::await_answer() {
   } counted{core->answer_spinners};
   std::int64_t now = steady_now_ns();
   const bool yielded_first = this_thread_spin.yield_first() && this_thread_spin.yield(now);
+  // As a plain thread that waits on one socket does: where the answer was there after every yield
+  // lately, the socket written to last is reported readable without a poll (its turn's read
+  // tells, note_io_read); one wait in sixteen polls first all the same, and hears every socket.
+  if (yielded_first && this_thread_spin.answer_follows_yield && answer_source != 0) {
+    const io_poller* p = core->poller.load(std::memory_order_acquire);
+    if (p != nullptr && p->report != nullptr && p->context == answer_poller &&
+        p->report(p->context, answer_source) > 0) {
+      reported_unlooked = true;
+      return true;
+    }
+  }
+  bool after_yield = yielded_first;
   for (bool first = !yielded_first;; first = false) {
     const bool found = poll_io_now() > 0;
     if (first) this_thread_spin.first_look(found);
+    if (std::exchange(after_yield, false)) this_thread_spin.looked_after_yield(found);
     if (found) {
       this_thread_spin.answered();
       return true;

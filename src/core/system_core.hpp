@@ -158,10 +158,13 @@ struct alignas(64) worker {
   unsigned next_streak = 0;
   std::uint32_t tick = 0;
   std::uint32_t steal_seed = 0;
-  bool poll_after_turn = false;       // the turn wrote to a socket: look at the poller before the next
-  std::uint32_t writes_unlooked = 0;  // writing turns since the poller was last looked at
-  std::int64_t answer_due_until = 0;  // steady ns: a socket written to may be answered before this
-  std::int64_t io_spin_ns = 0;        // config::io_spin
+  bool poll_after_turn = false;         // the turn wrote to a socket: look at the poller before the next
+  std::uint32_t writes_unlooked = 0;    // writing turns since the poller was last looked at
+  std::int64_t answer_due_until = 0;    // steady ns: a socket written to may be answered before this
+  const void* answer_poller = nullptr;  // the io_poller context of the last socket written to
+  std::uint64_t answer_source = 0;      // and its registration there (0: none known)
+  bool reported_unlooked = false;       // the turn running now was started by such a report
+  std::int64_t io_spin_ns = 0;          // config::io_spin
   run_queue local;
   local_timers timers{this};
   alignas(64) std::atomic<std::uint32_t> wake_word{0};

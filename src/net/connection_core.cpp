@@ -173,7 +173,9 @@ void connection_core::rearm() noexcept {
 
 void connection_core::on_io_ready() {
   rearm();
+  const std::uint64_t bytes = stream_.stats().bytes_in;
   read();
+  courier::detail::note_io_read(stream_.stats().bytes_in != bytes);
 }
 
 void connection_core::on_read_retry() {
@@ -244,7 +246,7 @@ void connection_core::turn_end() {
 void connection_core::flush() {
   const std::uint64_t writes = stream_.stats().writes;
   stream_.flush();
-  if (stream_.stats().writes != writes) courier::detail::poll_io_after_turn();
+  if (stream_.stats().writes != writes) courier::detail::poll_io_after_turn(&node_->io(), link_ ? link_->tag : 0);
   const bool waiting = stream_.wants_write() && !stream_.finished();
   if (waiting == watching_writable_) return;
   watching_writable_ = waiting;

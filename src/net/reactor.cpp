@@ -132,6 +132,17 @@ std::size_t reactor::run_once(int timeout_ms, std::span<epoll_event> ready_) noe
   return dispatched;
 }
 
+std::size_t reactor::report(std::uint64_t tag, std::uint32_t events) noexcept {
+  const int fd = static_cast<int>(static_cast<std::uint32_t>(tag));
+  const auto generation = static_cast<std::uint32_t>(tag >> 32);
+  std::lock_guard lock(table_mutex_);
+  if (tag == 0 || tag == wake_tag || static_cast<std::size_t>(fd) >= slots_.size()) return 0;
+  const slot& entry = slots_[static_cast<std::size_t>(fd)];
+  if (entry.generation != generation || entry.handler == nullptr) return 0;
+  entry.handler->on_io(events);
+  return 1;
+}
+
 courier::detail::io_poller reactor::as_io_poller() noexcept {
   courier::detail::io_poller poller;
   poller.context = this;
@@ -140,6 +151,9 @@ courier::detail::io_poller reactor::as_io_poller() noexcept {
     return static_cast<reactor*>(self)->run_once(timeout_ms, ready);
   };
   poller.wake = [](void* self) noexcept { static_cast<reactor*>(self)->wake(); };
+  poller.report = [](void* self, std::uint64_t source) noexcept -> std::size_t {
+    return static_cast<reactor*>(self)->report(source, EPOLLIN);
+  };
   poller.fd = fd();
   return poller;
 }

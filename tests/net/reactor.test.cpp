@@ -125,6 +125,29 @@ TEST_CASE("reactor: modify_events takes a descriptor out and back under its regi
   CHECK_FALSE(r.modify_events(p->second.fd(), tag, EPOLLIN));  // no longer watched: epoll refuses
 }
 
+TEST_CASE("reactor: report calls the handler of a live registration only, without asking epoll") {
+  courier_test::watchdog wd{"reactor report", 20s};
+  reactor r;
+  auto p = courier::net::socket_pair();
+  REQUIRE(p);
+  recorder h;
+  h.sock = &p->second;
+  h.drain = false;
+  REQUIRE(r.add(p->second.fd(), EPOLLIN | EPOLLET, &h));
+  const std::uint64_t tag = r.registration_tag(p->second.fd());
+  CHECK(r.report(tag, EPOLLIN) == 1);  // nothing arrived: the handler is called all the same
+  CHECK(h.calls == 1);
+  CHECK(h.last == EPOLLIN);
+  CHECK(r.report(0, EPOLLIN) == 0);
+  CHECK(r.report(tag + (std::uint64_t{1} << 32), EPOLLIN) == 0);  // another generation
+  r.remove(p->second.fd());
+  CHECK(r.report(tag, EPOLLIN) == 0);  // removed: never called again
+  REQUIRE(r.add(p->second.fd(), EPOLLIN | EPOLLET, &h));
+  CHECK(r.report(tag, EPOLLIN) == 0);  // the same descriptor watched again has a new tag
+  CHECK(r.report(r.registration_tag(p->second.fd()), EPOLLIN) == 1);
+  CHECK(h.calls == 2);
+}
+
 TEST_CASE("reactor: a handler that removes another one in the same round stops its event") {
   courier_test::watchdog wd{"reactor remove in round", 20s};
   reactor r;

@@ -86,6 +86,10 @@ struct io_poller {
   std::size_t (*poll)(void* context, int timeout_ms) noexcept = nullptr;
   /// Makes a poll() in progress return; any thread.
   void (*wake)(void* context) noexcept = nullptr;
+  /// Dispatches readability of one registration (a `source` given to poll_io_after_turn) without
+  /// asking the kernel, as poll() would had it reported it; 0 when the registration is gone. For
+  /// a worker that expects the answer there (await_answer); null where the poller cannot.
+  std::size_t (*report)(void* context, std::uint64_t source) noexcept = nullptr;
   /// Readable while poll(0) has something to dispatch (an epoll descriptor); -1 if there is none,
   /// and then an embedded system cannot take the poller.
   int fd = -1;
@@ -95,8 +99,13 @@ struct io_poller {
 /// (without waiting) once this turn ends, before it takes other work or parks. The peer's answer
 /// to what was written may already be on its way, and the poll is what hears it soonest: a worker
 /// that parks may find another already waiting in the poller, and a busy one looks only every 64
-/// turns. Anywhere else (a plain thread, a manual system) it does nothing.
-void poll_io_after_turn() noexcept;
+/// turns. Anywhere else (a plain thread, a manual system) it does nothing. `poller` (an
+/// io_poller's context) and `source` name the registration written to, which the worker may
+/// report readable without a poll when answers have lately been there after it yielded.
+void poll_io_after_turn(const void* poller = nullptr, std::uint64_t source = 0) noexcept;
+/// From a connection's turn started by readiness: whether its read found bytes (a worker that
+/// reported the socket readable without a poll learns whether doing so still pays).
+void note_io_read(bool found) noexcept;
 
 /// The system behind a `courier::system`, for layers built on the runtime (the network layer).
 system_core* core_of(courier::system& sys) noexcept;

@@ -85,6 +85,10 @@ class reactor {
   /// The same, collecting events into `buffer` (a caller's own), so that several threads may poll.
   std::size_t run_once(int timeout_ms, std::span<epoll_event> buffer) noexcept;
 
+  /// Calls the handler registered under `tag` with `events` as run_once() would had epoll reported
+  /// them, under the same lock (a handler removed meanwhile is not called); 0 when it is gone. Any
+  /// thread.
+  std::size_t report(std::uint64_t tag, std::uint32_t events) noexcept;
   /// Makes a run_once() that is waiting (or the next one) return. Any thread; async-signal-safe.
   void wake() noexcept;
 
