@@ -491,6 +491,18 @@ std::size_t worker::poll_io_now() {
   return dispatched;
 }
 
+// Reports the socket written to last readable, without a poll (await_answer says when). Counted
+// among the poller's users, as poll_io_now is: a detach waits for it before the poller goes.
+bool worker::report_answer_source() {
+  core->pollers_inside.fetch_add(1, std::memory_order_seq_cst);
+  const io_poller* p = core->poller.load(std::memory_order_seq_cst);
+  const bool reported =
+      p != nullptr && p->report != nullptr && p->context == answer_poller && p->report(p->context, answer_source) > 0;
+  core->pollers_inside.fetch_sub(1, std::memory_order_seq_cst);
+  if (reported) reported_unlooked = true;
+  return reported;
+}
+
 // A worker out of work shortly after it wrote to a socket looks at the poller without waiting
 // until config::io_spin has passed since the write, yielding its CPU between looks (to the peer,
 // when both share it). Parking would make the answer pay a wake-up, and on a virtual machine
@@ -511,14 +523,9 @@ bool worker::await_answer() {
   // As a plain thread that waits on one socket does: where the answer was there after every yield
   // lately, the socket written to last is reported readable without a poll (its turn's read
   // tells, note_io_read); one wait in sixteen polls first all the same, and hears every socket.
-  if (yielded_first && this_thread_spin.answer_follows_yield && answer_source != 0) {
-    const io_poller* p = core->poller.load(std::memory_order_acquire);
-    if (p != nullptr && p->report != nullptr && p->context == answer_poller &&
-        p->report(p->context, answer_source) > 0) {
-      reported_unlooked = true;
-      return true;
-    }
-  }
+  if (yielded_first && this_thread_spin.answer_follows_yield && answer_source != 0 && now < answer_due_until &&
+      report_answer_source())
+    return true;
   bool after_yield = yielded_first;
   for (bool first = !yielded_first;; first = false) {
     const bool found = poll_io_now() > 0;

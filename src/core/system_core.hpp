@@ -177,6 +177,7 @@ struct alignas(64) worker {
   bool park_in_poller(std::uint32_t seen, std::int64_t hint_ns);
   std::size_t poll_io_now();
   bool await_answer();
+  bool report_answer_source();
   void after_writing_turn();
   void push_local(actor_base* a);
   /// An actor that used up its turn or its next-slot streak: to the back of the shared queue.
