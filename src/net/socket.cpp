@@ -70,8 +70,11 @@ io_result write_some(const socket& s, std::span<const iovec> pieces) noexcept {
   message.msg_iovlen = count;
   bool is_socket = true;
   for (;;) {
-    const ssize_t n = is_socket ? ::sendmsg(s.fd(), &message, MSG_NOSIGNAL)
-                                : ::writev(s.fd(), pieces.data(), static_cast<int>(count));
+    // One piece (every frame writer's case) goes by send: sendmsg would copy in the message header
+    // and import an iovec for it, per call.
+    const ssize_t n = !is_socket   ? ::writev(s.fd(), pieces.data(), static_cast<int>(count))
+                      : count == 1 ? ::send(s.fd(), pieces[0].iov_base, pieces[0].iov_len, MSG_NOSIGNAL)
+                                   : ::sendmsg(s.fd(), &message, MSG_NOSIGNAL);
     if (n >= 0) return {io_result::ok, static_cast<std::size_t>(n), 0};
     if (errno == EINTR) continue;
     if (errno == ENOTSOCK && is_socket) {
