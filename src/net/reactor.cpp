@@ -118,20 +118,14 @@ std::size_t reactor::run_once(int timeout_ms, std::span<epoll_event> ready_) noe
       [[maybe_unused]] const ssize_t n = ::read(wake_.fd(), &count, sizeof count);
       continue;
     }
-    const int fd = static_cast<int>(static_cast<std::uint32_t>(tag));
-    const auto generation = static_cast<std::uint32_t>(tag >> 32);
     // Looked up per event, not per batch: an earlier handler of this round may have removed it.
-    // The handler runs under the table's lock, so remove() waits for it and, once remove()
-    // returned, the handler is never called again (from this thread or another poller's).
-    std::lock_guard lock(table_mutex_);
-    const slot& entry = slots_[static_cast<std::size_t>(fd)];
-    if (entry.generation != generation || entry.handler == nullptr) continue;
-    entry.handler->on_io(ready_[i].events);
-    ++dispatched;
+    dispatched += report(tag, ready_[i].events);
   }
   return dispatched;
 }
 
+// The handler runs under the table's lock, so remove() waits for it and, once remove() returned,
+// the handler is never called again (from this thread or another poller's).
 std::size_t reactor::report(std::uint64_t tag, std::uint32_t events) noexcept {
   const int fd = static_cast<int>(static_cast<std::uint32_t>(tag));
   const auto generation = static_cast<std::uint32_t>(tag >> 32);
