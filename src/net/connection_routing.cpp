@@ -31,11 +31,9 @@ void connection_core::route_inbound(const wire::frame_view& f) {
     if (is_call) answer_reflection(f);
     return;
   }
-  if (const service_table* services = router_.services_of(f.context_id())) {
-    if (const service_handler* handler = services->find(f.token())) {
-      run_service(*handler, f, is_call);
-      return;
-    }
+  if (const service_handler* handler = router_.find(f.context_id(), f.token())) {
+    run_service(*handler, f, is_call);
+    return;
   }
   if (is_call) {
     write_error_frame(stream_, f.transaction_id(), f.context_id(), f.token(), context_router::no_service(f.token()));

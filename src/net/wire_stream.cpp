@@ -4,6 +4,7 @@
 #include <sys/uio.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <random>
 #include <utility>
@@ -39,6 +40,18 @@ wire::engine_config engine_config_of(const connection_config& cfg) {
   return s;
 }
 
+// The receive blocks that connections left idle on this thread, for the next connection that reads
+// here. A connection holds a block only while it has bytes in it or views of them are kept: with
+// thousands of connections, each with a block of its own, every read went to memory that had gone
+// cold since that connection's last call (a cache miss for the block and another for the kernel's
+// copy into it), where one block passed from connection to connection stays warm.
+struct idle_blocks {
+  static constexpr std::size_t most = 4;  // more than one turn's worth: a turn lends what it took
+  std::array<wire::block_ref, most> kept;
+  std::size_t count = 0;
+};
+thread_local idle_blocks idle_here;
+
 }  // namespace
 
 wire_stream::wire_stream(socket sock, wire::role role, const connection_config& cfg,
@@ -53,9 +66,6 @@ wire_stream::wire_stream(socket sock, wire::role role, const connection_config& 
   if (cfg_.socket_buffer_size != 0 && sock_) {
     if (auto ok = set_buffer_size(sock_, cfg_.socket_buffer_size); !ok) finish(ok.err());
   }
-  // The resident block is left out of the endpoint's receive memory: an idle connection holds
-  // none of the budget (--max-connections bounds what the resident blocks take together).
-  cur_ = new_block(cfg_.read_chunk, cfg_.read_chunk);
 }
 
 wire_stream::~wire_stream() {
@@ -220,6 +230,32 @@ std::size_t wire_stream::pending_frame_size() const noexcept {
   return have + 1;
 }
 
+// A block an idle connection on this thread left, if one is the size this connection reads into.
+wire::shared_block* wire_stream::take_idle_block() noexcept {
+  idle_blocks& idle = idle_here;
+  for (std::size_t i = idle.count; i-- > 0;) {
+    if (idle.kept[i]->capacity() != cfg_.read_chunk) continue;
+    blocks_.push_back(std::move(idle.kept[i]));  // within the capacity the last block left
+    idle.kept[i] = std::move(idle.kept[--idle.count]);
+    return blocks_.back().get();
+  }
+  return nullptr;
+}
+
+// The read is over and the block it went to holds nothing anyone views: the connection lets it
+// go, to this thread's idle blocks (or back to the allocator when there are enough). Only the one
+// uncounted block of a connection that holds no other goes: a counted one (after a large frame)
+// stays with its connection, as blocks that frames still view do.
+void wire_stream::lend_idle_block() noexcept {
+  if (cur_ == nullptr || begin_ != end_ || counted_ != 0 || blocks_.size() != 1) return;
+  if (cur_->capacity() != cfg_.read_chunk || cur_->use_count() != 1) return;
+  idle_blocks& idle = idle_here;
+  if (idle.count < idle_blocks::most) idle.kept[idle.count++] = std::move(blocks_.back());
+  blocks_.pop_back();
+  cur_ = nullptr;
+  begin_ = end_ = 0;
+}
+
 // A block we hold that nothing else does and that has `need` bytes, other than cur_; else a new
 // one while we are under max_read_blocks (a frame larger than read_chunk always gets one of its
 // own size, dropped once it is used); null when every block is still in use, or when no memory
@@ -291,6 +327,15 @@ void wire_stream::drop_block(wire::shared_block* old, bool counted) {
 // is never written; the partial frame then moves to a free block.
 wire_stream::room wire_stream::make_room() {
   if (finished_) return room::failed;
+  if (cur_ == nullptr) {
+    // The block a read goes to when none holds bytes is left out of the endpoint's receive memory:
+    // an idle connection holds none of the budget (--max-connections bounds what the connections
+    // reading at once take together).
+    cur_ = take_idle_block();
+    if (cur_ == nullptr) cur_ = new_block(cfg_.read_chunk, cfg_.read_chunk);
+    if (cur_ == nullptr) return room::failed;
+    begin_ = end_ = 0;
+  }
   if (begin_ == end_ && cur_->capacity() > cfg_.read_chunk) {
     // A large frame's block, handed over: back to a standard one, so small frames (and views kept
     // of them) never hold the large block, which goes once the large frame's fields let it go.

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "courier/fields.hpp"
+#include "courier/net/detail/context_router.hpp"
 #include "courier/net/local_context.hpp"
 #include "courier/net/node.hpp"
 #include "courier/system.hpp"
@@ -396,4 +397,40 @@ TEST_CASE("typed services in a table: a typed client and a call by token reach t
     check_typed_by_token(*ctx);
   }
   SECTION("by token, locally") { check_typed_by_token(net::serve_locally(sys, services)); }
+}
+
+TEST_CASE("the router finds each context's own handler again after its tables change", "[net][services]") {
+  // The router keeps what it found last; a table replaced, a child closed or another opened in
+  // its place must not be answered from it.
+  const auto table_of = [](int n) {
+    auto t = std::make_shared<net::service_table>();
+    t->add(courier::token("WHO_"), [n](net::incoming& call) { call.reply().add(std::int32_t{n}); });
+    return t;
+  };
+  auto parent = table_of(1);
+  net::detail::context_router router(parent);
+  const courier::token who("WHO_");
+  const net::service_handler* first = router.find(0, who);
+  REQUIRE(first == parent->find(who));
+  CHECK(router.find(0, who) == first);
+  CHECK(router.find(0, courier::token("NONE")) == nullptr);
+
+  auto second = table_of(2);
+  router.serve_parent(second);
+  CHECK(router.find(0, who) == second->find(who));
+
+  auto child_a = table_of(3);
+  router.add_child(5, child_a);
+  CHECK(router.find(5, who) == child_a->find(who));
+  CHECK(router.find(0, who) == second->find(who));
+  CHECK(router.remove_child(5));
+  CHECK(router.find(5, who) == nullptr);
+  auto child_b = table_of(4);
+  router.add_child(5, child_b);
+  CHECK(router.find(5, who) == child_b->find(who));
+  router.add_child(5, child_a);  // the same id given another table
+  CHECK(router.find(5, who) == child_a->find(who));
+  router.clear();
+  CHECK(router.find(0, who) == nullptr);
+  CHECK(router.find(5, who) == nullptr);
 }

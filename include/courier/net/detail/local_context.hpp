@@ -51,7 +51,7 @@ class local_context : public courier::actor<local_context, dynamic_call, open_ch
       if (!one_way) answer_reflection(*table, c, tid, promise);
       return {};
     }
-    const service_handler* handler = table->find(c.token);
+    const service_handler* handler = router_.find(c.context, c.token);
     if (handler == nullptr) {
       refuse(context_router::no_service(c.token));
       return {};

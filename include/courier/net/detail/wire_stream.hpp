@@ -170,6 +170,10 @@ class wire_stream {
   void compact() noexcept;
   enum class room : std::uint8_t { ready, stalled, failed };
   room make_room();
+  template <class Handler>
+  bool read_frames(Handler& handler, std::size_t max_bytes);
+  wire::shared_block* take_idle_block() noexcept;
+  void lend_idle_block() noexcept;
   wire::shared_block* free_block(std::size_t need);
   wire::shared_block* new_block(std::size_t capacity, std::size_t uncounted = 0);
   void drop_block(wire::shared_block* b, bool counted = true);
@@ -199,7 +203,7 @@ class wire_stream {
   std::vector<withdrawn_frame> withdrawn_;
   std::chrono::steady_clock::time_point blocked_since_{};  // output waiting with no progress since
   std::vector<wire::block_ref> blocks_;                    // the receive blocks we hold a reference to
-  wire::shared_block* cur_ = nullptr;                      // the one being read into (one of blocks_)
+  wire::shared_block* cur_ = nullptr;                      // the one being read into (one of blocks_; none while idle)
   std::size_t begin_ = 0;                                  // cur_[begin_, end_): read, not yet handed to the engine
   std::size_t end_ = 0;
   bool stalled_ = false;
@@ -218,6 +222,13 @@ class wire_stream {
 
 template <class Handler>
 bool wire_stream::receive(Handler& handler, std::size_t max_bytes) {
+  const bool more = read_frames(handler, max_bytes);
+  lend_idle_block();
+  return more;
+}
+
+template <class Handler>
+bool wire_stream::read_frames(Handler& handler, std::size_t max_bytes) {
   stalled_ = false;
   if (!sock_) return false;
   std::size_t taken = 0;
