@@ -250,7 +250,14 @@ void wire_stream::lend_idle_block() noexcept {
   if (cur_ == nullptr || begin_ != end_ || counted_ != 0 || blocks_.size() != 1) return;
   if (cur_->capacity() != cfg_.read_chunk || cur_->use_count() != 1) return;
   idle_blocks& idle = idle_here;
-  if (idle.count < idle_blocks::most) idle.kept[idle.count++] = std::move(blocks_.back());
+  if (idle.count < idle_blocks::most) {
+    idle.kept[idle.count++] = std::move(blocks_.back());
+  } else if (std::none_of(idle.kept.begin(), idle.kept.end(),
+                          [&](const wire::block_ref& b) { return b->capacity() == cfg_.read_chunk; })) {
+    // Full of another size (connections of another read_chunk read here too): this size takes the
+    // place of one of them, or every call of this connection would allocate its block anew.
+    idle.kept[0] = std::move(blocks_.back());
+  }
   blocks_.pop_back();
   cur_ = nullptr;
   begin_ = end_ = 0;
