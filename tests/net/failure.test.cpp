@@ -286,7 +286,7 @@ TEST_CASE("a flood of calls whose replies are never read: the server stops readi
   });
 }
 
-TEST_CASE("a node stops in bounded time with misbehaving clients connected", "[net][failure]") {
+TEST_CASE("a node stops in bounded time with misbehaving clients connected", "[net][failure][long]") {
   courier_test::watchdog wd("stop with bad clients", 40s);
   each_transport("stopbad", [](const endpoint& at) {
     auto cfg = short_config();
@@ -461,7 +461,7 @@ TEST_CASE("a server that sends garbage: the client's call fails with protocol_er
 }
 
 TEST_CASE("a blocking call to a server that never answers it returns at its deadline, not twice it",
-          "[net][failure][timeout]") {
+          "[net][failure][timeout][long]") {
   courier_test::watchdog wd("blocking call deadline", 60s);
   for (const bool wrong_ids : {false, true}) {
     INFO((wrong_ids ? "the server answers with wrong transaction ids" : "the server answers nothing"));
@@ -497,7 +497,7 @@ TEST_CASE("a blocking call to a server that never answers it returns at its dead
       CHECK(took >= 1s);
       CHECK(took < 1s + courier_test::scaled(400ms));  // the deadline, plus section 13's tolerance and room
     }
-    net.stop();
+    net.stop(200ms);  // the peer never answers the close either: no reason to wait the whole grace
   }
 }
 

@@ -277,7 +277,7 @@ TEST_CASE("bytes of a frame still arriving keep the peer alive", "[net][hardenin
 }
 
 TEST_CASE("keepalive fires at the engine's deadlines: pings at one and two intervals, dead at three",
-          "[net][hardening][keepalive]") {
+          "[net][hardening][keepalive][long]") {
   courier_test::watchdog wd("keepalive timing", 60s);
   each_transport("ktiming", [](const endpoint& at) {
     courier::net::connection_config cfg;
@@ -351,7 +351,7 @@ TEST_CASE("a server paused on replies nobody reads ends the connection after the
 }
 
 TEST_CASE("a server that pings and never reads: the client stops reading above its outbound mark",
-          "[net][hardening][backpressure]") {
+          "[net][hardening][backpressure][long]") {
   courier_test::watchdog wd("pinging server", 60s);
   each_transport("pinger", [](const endpoint& at) {
     const std::string hello = raw_peer::handshake_bytes();
