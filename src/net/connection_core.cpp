@@ -110,6 +110,8 @@ void connection_core::start(const shell_binding& shell) {
   bounded_mailbox_ = actor->mailbox_capacity() != 0;
   link_ = std::make_unique<reactor_registration>(actor, shell_.io_ready, &post_turn_message<io_ready>);
   link_->fd = stream_.fd();
+  link_->warm_at = actor;
+  link_->warm_bytes = shell_.object_bytes;
   node_->enter(actor, shell_.close, &counters_, shell_.context_map);
   stream_.start();
   // Edge-triggered: one wake-up per arrival; the actor reads until a read comes back short (the

@@ -145,6 +145,7 @@ class connection
     shell.calls_out = calls_out;
     shell.serves = serves;
     shell.served_capacity = target_.mailbox_capacity();
+    shell.object_bytes = sizeof(connection);
     start(shell);
   }
 

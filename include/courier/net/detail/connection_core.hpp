@@ -132,6 +132,7 @@ struct shell_binding {
   bool calls_out = false;           // the shell implements an interface (typed calls out)
   bool serves = false;              // the shell serves an interface's calls
   std::size_t served_capacity = 0;  // the served actor's mailbox capacity (0: unbounded)
+  std::uint32_t object_bytes = 0;   // sizeof the shell's actor: what a turn of it reads first
 };
 
 /// The reason a connection actor stops with when its connection ended with `why`: protocol_error

@@ -47,6 +47,12 @@ namespace courier::net::detail {
 struct io_handler {
   virtual void on_io(std::uint32_t epoll_events) noexcept = 0;
 
+  /// Memory the handler's readiness leads to (a connection's actor, whose turn follows): the
+  /// reactor starts loading it for a whole batch of events before it dispatches the first. Set
+  /// before the handler is added.
+  const void* warm_at = nullptr;
+  std::uint32_t warm_bytes = 0;
+
  protected:
   ~io_handler() = default;
 };
@@ -105,6 +111,7 @@ class reactor {
     std::uint32_t generation = 0;
   };
   [[nodiscard]] courier::result<void> control(int op, int fd, std::uint32_t events, io_handler* handler);
+  void warm(std::span<const epoll_event> ready) noexcept;
 
   socket epoll_;
   socket wake_;
