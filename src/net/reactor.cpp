@@ -20,6 +20,8 @@ constexpr std::uint64_t wake_tag = ~std::uint64_t{0};
 std::uint64_t pack(int fd, std::uint32_t generation) noexcept {
   return (std::uint64_t{generation} << 32) | static_cast<std::uint32_t>(fd);
 }
+// The slot a tag names: its descriptor number (past the table for the wake-up tag).
+std::size_t descriptor_of(std::uint64_t tag) noexcept { return static_cast<std::uint32_t>(tag); }
 
 // A reactor that cannot be made is a resource failure of whoever asked for it (a session out of
 // descriptors), never of the process: the caller decides what it costs.
@@ -134,33 +136,33 @@ std::size_t reactor::run_once(int timeout_ms, std::span<epoll_event> ready_) noe
 // the handler, then the actor's lines in its turn). Asked for in three passes over the batch, each
 // pass's loads overlap, and the turns that follow find their actors loaded.
 void reactor::warm(std::span<const epoll_event> ready) noexcept {
-  const auto handler_of = [this](const epoll_event& e) noexcept -> const io_handler* {
-    const auto fd = static_cast<std::size_t>(static_cast<std::uint32_t>(e.data.u64));
-    return fd < slots_.size() ? slots_[fd].handler : nullptr;
+  const auto slot_of = [this](const epoll_event& e) noexcept -> const slot* {
+    const std::size_t fd = descriptor_of(e.data.u64);
+    return fd < slots_.size() ? &slots_[fd] : nullptr;
   };
   std::lock_guard lock(table_mutex_);
-  for (const epoll_event& e : ready) {
-    const auto fd = static_cast<std::size_t>(static_cast<std::uint32_t>(e.data.u64));
-    if (fd < slots_.size()) __builtin_prefetch(&slots_[fd]);
-  }
   for (const epoll_event& e : ready)
-    if (const io_handler* h = handler_of(e)) __builtin_prefetch(h);
+    if (const slot* entry = slot_of(e)) __builtin_prefetch(entry);
+  for (const epoll_event& e : ready)
+    if (const slot* entry = slot_of(e); entry != nullptr && entry->handler != nullptr)
+      __builtin_prefetch(entry->handler);
   for (const epoll_event& e : ready) {
-    const io_handler* h = handler_of(e);
-    if (h == nullptr) continue;
-    const auto* at = static_cast<const char*>(h->warm_at);
-    for (std::uint32_t offset = 0; offset < h->warm_bytes; offset += cache_line) __builtin_prefetch(at + offset);
+    const slot* entry = slot_of(e);
+    if (entry == nullptr || entry->handler == nullptr) continue;
+    const auto* at = static_cast<const char*>(entry->handler->warm_at);
+    for (std::uint32_t offset = 0; offset < entry->handler->warm_bytes; offset += cache_line)
+      __builtin_prefetch(at + offset);
   }
 }
 
 // The handler runs under the table's lock, so remove() waits for it and, once remove() returned,
 // the handler is never called again (from this thread or another poller's).
 std::size_t reactor::report(std::uint64_t tag, std::uint32_t events) noexcept {
-  const int fd = static_cast<int>(static_cast<std::uint32_t>(tag));
+  const std::size_t fd = descriptor_of(tag);
   const auto generation = static_cast<std::uint32_t>(tag >> 32);
   std::lock_guard lock(table_mutex_);
-  if (tag == 0 || tag == wake_tag || static_cast<std::size_t>(fd) >= slots_.size()) return 0;
-  const slot& entry = slots_[static_cast<std::size_t>(fd)];
+  if (tag == 0 || tag == wake_tag || fd >= slots_.size()) return 0;
+  const slot& entry = slots_[fd];
   if (entry.generation != generation || entry.handler == nullptr) return 0;
   entry.handler->on_io(events);
   return 1;
