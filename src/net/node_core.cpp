@@ -31,7 +31,7 @@ void node_core::enter(courier::detail::actor_base* connection, void (*close)(cou
   connection->add_ref();  // released by leave(): a listed connection is never freed under us
   {
     std::lock_guard lock(mutex_);
-    connections_.push_back({connection, close, counters, context_map});
+    connections_.emplace(connection, listed{connection, close, counters, context_map});
     ever_connected_ = true;
     if (!stopped_) return;
   }
@@ -41,19 +41,17 @@ void node_core::enter(courier::detail::actor_base* connection, void (*close)(cou
 
 context_ref node_core::context_of(courier::detail::actor_base* connection) const {
   std::lock_guard lock(mutex_);
-  for (const listed& l : connections_) {
-    if (l.actor != connection) continue;
-    connection->add_ref();
-    return context_ref(actor_ref<detail::context_calls>::adopt(connection, l.context_map), 0);
-  }
-  return {};
+  const auto it = connections_.find(connection);
+  if (it == connections_.end()) return {};
+  connection->add_ref();
+  return context_ref(actor_ref<detail::context_calls>::adopt(connection, it->second.context_map), 0);
 }
 
 std::optional<connection_counters> node_core::counters_of(const courier::detail::actor_base* connection) const {
   std::lock_guard lock(mutex_);
-  for (const listed& l : connections_)
-    if (l.actor == connection) return l.counters->read();
-  return std::nullopt;
+  const auto it = connections_.find(connection);
+  if (it == connections_.end()) return std::nullopt;
+  return it->second.counters->read();
 }
 
 void node_core::leave(courier::detail::actor_base* connection) noexcept {
@@ -61,12 +59,7 @@ void node_core::leave(courier::detail::actor_base* connection) noexcept {
   std::vector<std::shared_ptr<acceptor>> starved;  // allocates only when one is
   {
     std::lock_guard lock(mutex_);
-    auto it = std::find_if(connections_.begin(), connections_.end(),
-                           [connection](const listed& l) { return l.actor == connection; });
-    if (it != connections_.end()) {
-      connections_.erase(it);
-      found = true;
-    }
+    found = connections_.erase(connection) != 0;
     changed_.notify_all();
     if (!stopped_)
       for (auto& a : acceptors_)
@@ -108,8 +101,11 @@ void node_core::stop(std::chrono::milliseconds grace) {
     if (stopped_) return;
     stopped_ = true;
     acceptors.swap(acceptors_);
-    open = connections_;
-    for (auto& c : open) c.actor->add_ref();
+    open.reserve(connections_.size());
+    for (const auto& entry : connections_) {
+      entry.second.actor->add_ref();
+      open.push_back(entry.second);
+    }
     changed_.notify_all();
   }
   for (auto& a : acceptors) reactor_.remove(a->listening().fd());

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "courier/detail/runtime.hpp"
@@ -105,7 +106,8 @@ class node_core {
     const live_counters* counters;
     const std::uint16_t* context_map;  // the connection's type indices for context_calls
   };
-  std::vector<listed> connections_;
+  // Keyed by the actor: a connection leaves, and is looked up, in constant time at any count.
+  std::unordered_map<const courier::detail::actor_base*, listed> connections_;
   std::vector<std::shared_ptr<acceptor>> acceptors_;  // shared: leave() may be retrying one
   bool ever_connected_ = false;
   std::shared_ptr<receive_memory> memory_;  // set before the node serves: read without the lock
