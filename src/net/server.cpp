@@ -29,7 +29,20 @@ int run_server(int argc, const char* const* argv, const server_program& program,
   constexpr auto kind = program_kind::server;
   bool pool_mode = false, thread_mode = false, fork_mode = false, spawn_mode = false;
   detail::kept_runners kept{program.kept_threads, program.kept_processes};
-  extra_options extra = program.extra;
+  std::size_t workers = 0;
+  const auto add_workers = [&](CLI::App& app) {
+    return app
+        .add_option("--workers", workers,
+                    "Worker threads of the pool that serves the sessions (1 to 64; default one per CPU). Fewer "
+                    "than the CPUs leave them to other programs on the machine, its clients among them" +
+                        std::string(program.offers_start_modes ? "; implies --pool" : ""))
+        ->check(CLI::Range(std::size_t{1}, std::size_t{64}))
+        ->type_name("N");
+  };
+  extra_options extra = [&, own = program.extra](CLI::App& app) {
+    add_workers(app);
+    if (own) own(app);
+  };
   if (program.offers_start_modes) {
     extra = [&, own = program.extra](CLI::App& app) {
       const auto unless_supported = [&](start_mode m) {
@@ -54,6 +67,7 @@ int run_server(int argc, const char* const* argv, const server_program& program,
       for (auto* a : modes)
         for (auto* b : modes)
           if (a != b) a->excludes(b);
+      add_workers(app)->excludes(thread)->excludes(forked)->excludes(spawned);
       app.add_option("--kept-threads", kept.threads,
                      "--thread: threads whose session ended that wait for the next (0: each ends with its session)")
           ->needs(thread)
@@ -65,7 +79,7 @@ int run_server(int argc, const char* const* argv, const server_program& program,
       if (own) own(app);
     };
   }
-  // With no arguments the session modes keep their defaults: no parser for them (parse_options).
+  // With no arguments every option keeps its default: no parser for them (parse_options).
   auto opts = parse_options(argc, argv, program.name, argc > 1 || program.extra ? extra : extra_options{}, kind);
   if (!opts) {
     std::fprintf(stderr, "%s", options_error(program.name, opts.err()).c_str());
@@ -75,6 +89,7 @@ int run_server(int argc, const char* const* argv, const server_program& program,
     std::printf("%s", options_help(program.name, extra, kind).c_str());
     return 0;
   }
+  if (workers != 0) pool_mode = true;
   start_mode mode = thread_mode  ? start_mode::thread
                     : fork_mode  ? start_mode::fork
                     : spawn_mode ? start_mode::spawn
@@ -116,7 +131,9 @@ int run_server(int argc, const char* const* argv, const server_program& program,
   if (session_process) return detail::serve_session_process(program, *opts, serve, nullptr, mode, session);
   const bool quiet = opts->silent || where.kind == transport_kind::pipe;
 
-  courier::system sys;
+  courier::config pool_config;
+  pool_config.workers = workers;  // 0: one per CPU
+  courier::system sys(pool_config);
   node net(sys);
   connection_config base = program.base;
   if (base.name == connection_config{}.name) base.name = program.name;

@@ -251,6 +251,48 @@ TEST_CASE("over pipe a session server serves its one session on the main thread;
   node.stop();
 }
 
+TEST_CASE("--workers sizes the pool that serves the sessions, and implies --pool", "[modes]") {
+  courier_test::watchdog wd{"session modes: --workers", 30s};
+  courier::system sys;
+  net::node node(sys);
+  for (const char* workers : {"1", "3"}) {
+    INFO("--workers " << workers);
+    net::endpoint where;
+    where.kind = net::transport_kind::pipe;
+    where.command = {COURIER_TEST_SESSION_MODES_SERVER, "--silent", "--workers", workers};
+    auto session = node.connect(where);
+    REQUIRE(session);
+    CHECK(int64_from(*session, courier::token("WRKS")) == std::atoi(workers));
+    CHECK(tid_of(*session) != pid_of(*session));  // on a worker, not the main thread
+    CHECK(session->close_wait(5s));
+  }
+  node.stop();
+}
+
+TEST_CASE("--workers out of range, or with a start mode that has no pool, is refused before serving", "[modes]") {
+  courier_test::watchdog wd{"session modes: --workers refused", 20s};
+  const std::string file = courier_test::temp_socket_path("workers");
+  for (const std::vector<const char*>& args : std::vector<std::vector<const char*>>{
+           {"server", "--workers", "0", "--uds", "--file", file.c_str()},
+           {"server", "--workers", "65", "--uds", "--file", file.c_str()},
+           {"server", "--workers", "2", "--fork", "--uds", "--file", file.c_str()},
+           {"server", "--workers", "2", "--thread", "--uds", "--file", file.c_str()}}) {
+    INFO(args[1] << " " << args[2] << " " << args[3]);
+    net::server_program program{.name = "workers-test"};
+    program.offers_start_modes = true;
+    bool served = false;
+    const int status = net::run_server(static_cast<int>(args.size()), args.data(), program,
+                                       [&](net::server_setup&) -> courier::result<net::serving> {
+                                         served = true;
+                                         return net::serving{};
+                                       });
+    CHECK(status == 2);
+    CHECK_FALSE(served);
+    struct stat st {};
+    CHECK(::stat(file.c_str(), &st) != 0);  // it never listened
+  }
+}
+
 TEST_CASE("a plain thread that closes a pipe session sleeps while the server process finishes exiting", "[modes]") {
   courier_test::watchdog wd{"session modes: pipe close waits for the exit", 30s};
   courier::system sys;

@@ -1,10 +1,10 @@
 // The server of the start modes' tests: a session per connection in the start mode its options choose
 // (--pool, --thread, --fork, --spawn), with services that tell which process and thread serve the
-// session (PID_, TID_), who the session's peer is and its number (PEER), the endpoint the serve
-// callback was given (WHER), one that blocks its thread for the
-// milliseconds it is given (SLEP), one that aborts its process (ABRT) and one that makes the process
-// wait the milliseconds it is given after its sessions ended before it exits (LNGR). With
-// COURIER_TEST_SLOW_START_MS in its environment, each session's serve callback first sleeps that long.
+// session (PID_, TID_) and how many workers its system has (WRKS), who the session's peer is and its number (PEER), the
+// endpoint the serve callback was given (WHER), one that blocks its thread for the milliseconds it is given (SLEP), one
+// that aborts its process (ABRT) and one that makes the process wait the milliseconds it is given after its sessions
+// ended before it exits (LNGR). With COURIER_TEST_SLOW_START_MS in its environment, each session's serve callback first
+// sleeps that long.
 #include <sys/resource.h>
 #include <unistd.h>
 #include <courier/courier.hpp>
@@ -35,13 +35,15 @@ int main(int argc, char** argv) {
     if (const char* ms = std::getenv("COURIER_TEST_SLOW_START_MS"))
       std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(ms)));
     const std::string served = net::to_string(s.where);
+    const auto workers = static_cast<std::int64_t>(s.sys.worker_count());
     return s.net.serve_sessions(
-        [served](const net::peer_info& peer, net::context_ref) {
+        [served, workers](const net::peer_info& peer, net::context_ref) {
           auto table = std::make_shared<net::service_table>();
           table->add(courier::token("PID_"),
                      [](net::incoming& call) { call.reply().add(static_cast<std::int64_t>(::getpid())); });
           table->add(courier::token("TID_"),
                      [](net::incoming& call) { call.reply().add(static_cast<std::int64_t>(::gettid())); });
+          table->add(courier::token("WRKS"), [workers](net::incoming& call) { call.reply().add(workers); });
           table->add(courier::token("SLEP"), [](net::incoming& call) {
             auto ms = call.read<std::int32_t>();
             if (!ms) return;  // the call fails, naming the argument

@@ -78,7 +78,9 @@ struct server_setup {
 };
 
 /// Runs a server program; returns its exit status: 0 after a signal (or a pipe server's end), 2
-/// for bad options (printed with the help), 1 when serving failed (printed with why).
+/// for bad options (printed with the help), 1 when serving failed (printed with why). Besides the
+/// options of parse_options() and the start modes it takes `--workers N`: the pool's worker
+/// threads (1 to 64; default one per CPU), a pool mode option that implies `--pool`.
 ///
 /// In thread, fork and spawn modes this process's main thread is only the acceptor: it never
 /// makes a system (a process that has one cannot fork sessions: a clear error, see
