@@ -18,9 +18,11 @@ namespace courier::net::detail {
 namespace {
 
 // OpenSSL's own socket BIO writes with write(2): a peer that went away would raise SIGPIPE in the
-// whole process. This one sends with MSG_NOSIGNAL and keeps the socket's errno for the error.
+// whole process. This one moves bytes with the socket layer's calls (send with MSG_NOSIGNAL), and
+// through the socket object rather than its number: once the wire stream closed it, a late read or
+// write fails instead of reaching whatever descriptor took the number since.
 struct socket_bio_state {
-  int fd;
+  const socket* sock;
   int* last_errno;
   bool at_end = false;  // a read found the end of the stream (BIO_eof: the record layer asks)
 };
@@ -28,40 +30,24 @@ struct socket_bio_state {
 int bio_write(BIO* bio, const char* data, std::size_t size, std::size_t* written) {
   auto* state = static_cast<socket_bio_state*>(BIO_get_data(bio));
   BIO_clear_retry_flags(bio);
-  for (;;) {
-    const ssize_t n = ::send(state->fd, data, size, MSG_NOSIGNAL);
-    if (n >= 0) {
-      *written = static_cast<std::size_t>(n);
-      return 1;
-    }
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK)
-      BIO_set_retry_write(bio);
-    else
-      *state->last_errno = errno;
-    return 0;
+  const iovec piece{const_cast<char*>(data), size};
+  const io_result r = write_some(*state->sock, {&piece, 1});
+  switch (r.status) {
+    case io_result::ok: *written = r.bytes; return 1;
+    case io_result::would_block: BIO_set_retry_write(bio); return 0;
+    default: *state->last_errno = r.error; return 0;
   }
 }
 
 int bio_read(BIO* bio, char* into, std::size_t size, std::size_t* read) {
   auto* state = static_cast<socket_bio_state*>(BIO_get_data(bio));
   BIO_clear_retry_flags(bio);
-  for (;;) {
-    const ssize_t n = ::recv(state->fd, into, size, 0);
-    if (n > 0) {
-      *read = static_cast<std::size_t>(n);
-      return 1;
-    }
-    if (n == 0) {
-      state->at_end = true;
-      return 0;
-    }
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK)
-      BIO_set_retry_read(bio);
-    else
-      *state->last_errno = errno;
-    return 0;
+  const io_result r = read_some(*state->sock, {reinterpret_cast<std::byte*>(into), size});
+  switch (r.status) {
+    case io_result::ok: *read = r.bytes; return 1;
+    case io_result::eof: state->at_end = true; return 0;  // no retry flag: the end of the stream
+    case io_result::would_block: BIO_set_retry_read(bio); return 0;
+    default: *state->last_errno = r.error; return 0;
   }
 }
 
@@ -196,7 +182,7 @@ courier::result<std::shared_ptr<const tls_context>> tls_context::make(tls_side s
 
 tls_context::~tls_context() { SSL_CTX_free(ctx_); }
 
-tls_channel::tls_channel(std::shared_ptr<const tls_context> context, int fd, std::string_view host)
+tls_channel::tls_channel(std::shared_ptr<const tls_context> context, const socket& sock, std::string_view host)
     : context_(std::move(context)) {
   ERR_clear_error();
   ssl_ = SSL_new(context_->native());
@@ -205,7 +191,7 @@ tls_channel::tls_channel(std::shared_ptr<const tls_context> context, int fd, std
     fail("cannot make the TLS state: " + openssl_error_text());
     return;
   }
-  BIO_set_data(bio, new socket_bio_state{fd, &socket_errno_, false});
+  BIO_set_data(bio, new socket_bio_state{&sock, &socket_errno_, false});
   BIO_set_init(bio, 1);
   SSL_set_bio(ssl_, bio, bio);
   if (context_->side() == tls_side::server) {

@@ -70,8 +70,8 @@ struct tls_pair {
     REQUIRE(pair);
     client_socket = std::move(pair->first);
     server_socket = std::move(pair->second);
-    client = std::make_unique<tls_channel>(std::move(client_context), client_socket.fd(), host);
-    server = std::make_unique<tls_channel>(std::move(server_context), server_socket.fd());
+    client = std::make_unique<tls_channel>(std::move(client_context), client_socket, host);
+    server = std::make_unique<tls_channel>(std::move(server_context), server_socket);
   }
 
   /// Steps both handshakes until each is done or failed (or the time is up: a hang fails).
@@ -318,7 +318,7 @@ TEST_CASE("tls: a plaintext peer is told apart, and a handshake with one fails w
   auto pair = net::socket_pair();
   REQUIRE(pair);
   {  // a TLS server that is sent a plaintext handshake
-    tls_channel server(context(tls_side::server, server_settings()), pair->second.fd());
+    tls_channel server(context(tls_side::server, server_settings()), pair->second);
     const std::string plain = "COUR" + std::string(60, '\x01');
     REQUIRE(::send(pair->first.fd(), plain.data(), plain.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(plain.size()));
     CHECK(server.handshake() == tls_channel::step::failed);
@@ -327,7 +327,7 @@ TEST_CASE("tls: a plaintext peer is told apart, and a handshake with one fails w
   {  // a TLS client whose server answers in plaintext
     auto other = net::socket_pair();
     REQUIRE(other);
-    tls_channel client(context(tls_side::client, client_settings()), other->first.fd(), "localhost");
+    tls_channel client(context(tls_side::client, client_settings()), other->first, "localhost");
     CHECK(client.handshake() == tls_channel::step::want_read);
     const std::string plain = "COUR" + std::string(60, '\x02');
     REQUIRE(::send(other->second.fd(), plain.data(), plain.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(plain.size()));
@@ -337,7 +337,7 @@ TEST_CASE("tls: a plaintext peer is told apart, and a handshake with one fails w
   {  // a peer that closes in the middle of the handshake
     auto other = net::socket_pair();
     REQUIRE(other);
-    tls_channel client(context(tls_side::client, client_settings()), other->first.fd(), "localhost");
+    tls_channel client(context(tls_side::client, client_settings()), other->first, "localhost");
     CHECK(client.handshake() == tls_channel::step::want_read);
     other->second.close();
     CHECK(client.handshake() == tls_channel::step::failed);
@@ -369,4 +369,26 @@ TEST_CASE("tls: settings that cannot work are refused when the context is made, 
   tls_settings bad_ca = client_settings();
   bad_ca.ca_file = pki().folder + "/missing-ca.pem";
   CHECK(refused(tls_side::client, bad_ca).rfind("TLS: the CA file " + bad_ca.ca_file + ": ", 0) == 0);
+}
+
+TEST_CASE(
+    "tls: once its socket is closed a channel reads and writes nothing, not even a descriptor that took the number") {
+  courier_test::watchdog wd{"tls: closed socket", 30s};
+  tls_pair p(client_settings(), server_settings());
+  p.handshake();
+  REQUIRE(p.client->established());
+  const int number = p.client_socket.fd();
+  p.client_socket.close();
+  auto other = net::socket_pair();  // the lowest free numbers: the closed one among them
+  REQUIRE(other);
+  const bool reused = other->first.fd() == number || other->second.fd() == number;
+  const std::string text = "late";
+  const iovec piece{const_cast<char*>(text.data()), text.size()};
+  CHECK(p.client->write_some({&piece, 1}).status == io_result::failed);
+  std::vector<std::byte> buffer(64);
+  CHECK(p.client->read_some(buffer).status == io_result::failed);
+  if (reused) {  // nothing went out through the new socket's number
+    const net::socket& peer = other->first.fd() == number ? other->second : other->first;
+    CHECK(net::read_some(peer, buffer).status == io_result::would_block);
+  }
 }

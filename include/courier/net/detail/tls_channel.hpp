@@ -7,7 +7,7 @@
 /// A `tls_context` holds what the connections of one side share (OpenSSL's SSL_CTX: certificates,
 /// CAs, versions, ALPN); it is made once per listener or client configuration. A `tls_channel` is
 /// one connection's TLS state; it writes to the socket with `MSG_NOSIGNAL` (a peer that went away
-/// is an error, never a SIGPIPE) and never owns the descriptor. A plaintext peer, a certificate
+/// is an error, never a SIGPIPE) and never owns the socket. A plaintext peer, a certificate
 /// that does not verify, a peer that does not speak `courier/1`: the handshake fails with
 /// `failure()` saying which.
 ///
@@ -55,9 +55,10 @@ class tls_context {
 
 class tls_channel {
  public:
-  /// TLS on `fd` (not owned; it must outlive the channel). A client's `host` is the name its
-  /// server certificate must carry when the settings name none.
-  tls_channel(std::shared_ptr<const tls_context> context, int fd, std::string_view host = {});
+  /// TLS on `sock` (not owned; it must outlive the channel, and once it is closed the channel reads
+  /// and writes nothing). A client's `host` is the name its server certificate must carry when the
+  /// settings name none.
+  tls_channel(std::shared_ptr<const tls_context> context, const socket& sock, std::string_view host = {});
   tls_channel(const tls_channel&) = delete;
   tls_channel& operator=(const tls_channel&) = delete;
   ~tls_channel();
